@@ -1,0 +1,1 @@
+//! Congestion control. Not implemented yet (issue 7).

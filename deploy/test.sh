@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The one test command (README, .ci/run): installs what it needs, then runs every stage.
+#   format check → clippy (warnings are errors) → all workspace tests → fuzz smoke → lab stage
+# Environment:
+#   RAIDLINE_FUZZ_SECS   seconds per fuzz target (default 10)
+#   RAIDLINE_SKIP_LAB=1  skip the soft-RoCE lab stage (for quick local iterations only; CI runs it)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+stage() { printf '\n=== %s ===\n' "$*"; }
+
+stage setup
+if [ "${RAIDLINE_SKIP_LAB:-0}" = 1 ]; then deploy/setup.sh; else deploy/setup.sh --lab; fi
+
+stage "format check"
+cargo fmt --all -- --check
+
+stage "clippy (warnings are errors)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+stage "workspace tests"
+cargo test --workspace --locked
+
+stage "fuzz smoke"
+"$root/proto/fuzz/smoke.sh" "${RAIDLINE_FUZZ_SECS:-10}"
+
+if [ "${RAIDLINE_SKIP_LAB:-0}" = 1 ]; then
+  stage "lab stage skipped (RAIDLINE_SKIP_LAB=1)"
+else
+  stage "soft-RoCE lab"
+  if [ -x deploy/lab/ci-stage.sh ]; then
+    deploy/lab/ci-stage.sh
+  else
+    echo "lab: deploy/lab/ci-stage.sh does not exist yet (issue 4)"
+  fi
+fi
+stage "all stages passed"

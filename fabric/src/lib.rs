@@ -1,0 +1,1 @@
+//! RDMA transport. Not implemented yet (issue 3).

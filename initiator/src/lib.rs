@@ -1,0 +1,1 @@
+//! User-space NVMe-oF host. Not implemented yet (issue 6).

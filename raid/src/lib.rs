@@ -1,0 +1,1 @@
+//! RAID-5 engine. Not implemented yet (issue 5).

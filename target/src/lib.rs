@@ -1,0 +1,1 @@
+//! The raidline target daemon. Not implemented yet (issue 9).

@@ -1,0 +1,1 @@
+//! Workspace-level integration tests (target + initiator + raid together). None yet.
