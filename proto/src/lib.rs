@@ -1,0 +1,1 @@
+//! NVMe and NVMe-oF wire formats (being written, issue 2).
