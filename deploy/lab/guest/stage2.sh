@@ -1,0 +1,58 @@
+#!/bin/bash
+# PID 1 of a lab guest, started by the initramfs after switch_root onto the overlay of the host's
+# root. Mounts the pseudo filesystems, brings up eth0 with the address and MTU the host chose
+# (kernel command line lab.*), runs /lab/run/<role>.cmd as root with its output on the second
+# serial port (the host streams it), writes the exit status to /lab/run/<role>.status and powers
+# off. No `set -e`: PID 1 must always reach the power-off, whatever fails.
+set -uo pipefail
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb LANG=C.UTF-8
+
+out=/dev/ttyS1
+halt() { sync; busybox poweroff -f; sleep 1000; }
+
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mkdir -p /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs tmpfs /dev/shm
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+mount -t tmpfs -o mode=0755 tmpfs /run
+mkdir -p /run/lock /var/tmp
+[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
+
+role=solo ip= peer= mtu=1500
+for arg in $(cat /proc/cmdline); do
+  case "$arg" in
+    lab.role=*) role=${arg#lab.role=} ;;
+    lab.ip=*) ip=${arg#lab.ip=} ;;
+    lab.peer=*) peer=${arg#lab.peer=} ;;
+    lab.mtu=*) mtu=${arg#lab.mtu=} ;;
+  esac
+done
+stty -F "$out" raw -echo 2>/dev/null
+hostname "lab-$role"
+
+say() { echo "lab-guest[$role]: $*" > "$out"; }
+status=/lab/run/$role.status
+rm -f "$status"
+
+ip link set lo up
+if modprobe virtio_net && [ -e /sys/class/net/eth0 ]; then
+  ip link set eth0 mtu "$mtu" || say "cannot set MTU $mtu on eth0"
+  ip link set eth0 up
+  [ -n "$ip" ] && ip addr add "$ip/24" dev eth0
+else
+  say "no eth0 (virtio_net did not probe)"
+fi
+
+export LAB_ROLE=$role LAB_IP=$ip LAB_PEER_IP=$peer LAB_MTU=$mtu LAB_RUN=/lab/run
+export LAB_DIR=${0%/guest/stage2.sh}
+
+if [ ! -r "/lab/run/$role.cmd" ]; then
+  say "no command file /lab/run/$role.cmd"
+  halt
+fi
+bash "/lab/run/$role.cmd" < /dev/null > "$out" 2>&1
+rc=$?
+echo "$rc" > "$status.new" && mv "$status.new" "$status"
+halt
