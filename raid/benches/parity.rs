@@ -1,0 +1,2 @@
+//! Parity benchmark placeholder replaced below.
+fn main() {}

@@ -1,0 +1,363 @@
+//! Creating an array and assembling one from its members' superblocks.
+//!
+//! Assembly takes members in any order. It reads every superblock and refuses, each with a
+//! [`Refused`] naming the member and the reason: unreadable or invalid superblocks, members
+//! of another array (foreign), members with a lower event count than the newest (stale —
+//! they missed a failure or other update), members the newest member table marks failed or
+//! whose identity does not match the table (replaced), duplicates, and geometry mismatches.
+//! The newest superblock's member table is the truth; roles it lists as active but that no
+//! acceptable member holds become failed. Two or more missing roles: the array does not
+//! start, and the error lists every refusal.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::error::{RaidError, RefuseReason, Refused};
+use crate::geometry::Geometry;
+use crate::member::{AlignedBuf, Member};
+use crate::parity::ParityEngine;
+use crate::superblock::{Role, SlotState, Superblock, Uuid, SB_BYTES};
+
+use super::{bitmap, locks, Array, ArrayConfig, Counters, Inner, MetaLayout, Slot};
+
+/// Result of [`Array::assemble`].
+#[derive(Debug)]
+pub struct Assembled {
+    /// The running array.
+    pub array: Array,
+    /// Members not taken, and why.
+    pub refused: Vec<Refused>,
+    /// The array stopped uncleanly; [`Array::resync_step`] must run over the dirty regions.
+    pub resync_pending: bool,
+    /// It stopped uncleanly while degraded: stripes written at the time may have
+    /// inconsistent parity that cannot be repaired (the RAID-5 write hole; see README).
+    pub write_hole_exposed: bool,
+}
+
+impl Array {
+    /// Creates a new array over `members` (roles in the given order) with hot `spares`,
+    /// writing a superblock to each. Existing data on them is ignored.
+    pub fn create(
+        members: Vec<Arc<dyn Member>>,
+        spares: Vec<Arc<dyn Member>>,
+        config: &ArrayConfig,
+        parity: Arc<dyn ParityEngine>,
+    ) -> Result<Array, RaidError> {
+        let meta0 = MetaLayout::new(
+            &Geometry::new(
+                members.len(),
+                config.chunk,
+                config.block,
+                u64::from(config.chunk.bytes()),
+            )?,
+            config.bitmap_region_stripes,
+        );
+        let mut smallest = u64::MAX;
+        for m in members.iter().chain(&spares) {
+            if m.size_bytes() < meta0.data_offset + u64::from(config.chunk.bytes()) {
+                return Err(RaidError::MemberTooSmall {
+                    member: m.name().into(),
+                    size: m.size_bytes(),
+                });
+            }
+        }
+        for m in &members {
+            smallest = smallest.min(m.size_bytes() - meta0.data_offset);
+        }
+        let geo = Geometry::new(members.len(), config.chunk, config.block, smallest)?;
+        let meta = MetaLayout::new(&geo, config.bitmap_region_stripes);
+        for s in &spares {
+            if s.size_bytes() < meta.data_offset + geo.member_data_bytes() {
+                return Err(RaidError::MemberTooSmall {
+                    member: s.name().into(),
+                    size: s.size_bytes(),
+                });
+            }
+        }
+        let uuid = match config.uuid {
+            Some(u) => u,
+            None => Uuid::random()?,
+        };
+        let mut slots = Vec::with_capacity(members.len());
+        for m in members {
+            slots.push(Slot {
+                member: Some(m),
+                uuid: Uuid::random()?,
+                state: SlotState::Active,
+            });
+        }
+        let mut spare_list = Vec::with_capacity(spares.len());
+        for s in spares {
+            spare_list.push((s, Uuid::random()?));
+        }
+        let resync = (!config.assume_clean).then_some(0);
+        let regions = geo.stripes().div_ceil(meta.bitmap_region_stripes);
+        let bits = if config.assume_clean {
+            vec![0u8; regions.div_ceil(8) as usize]
+        } else {
+            let mut b = vec![0xFFu8; regions.div_ceil(8) as usize];
+            if regions % 8 != 0 {
+                if let Some(last) = b.last_mut() {
+                    *last = (1u8 << (regions % 8)) - 1;
+                }
+            }
+            b
+        };
+        // Lay down the bitmap area on every member.
+        let mut area = AlignedBuf::new(meta.bitmap_bytes as usize, 4096);
+        area[..bits.len()].copy_from_slice(&bits);
+        for m in slots
+            .iter()
+            .filter_map(|s| s.member.as_ref())
+            .chain(spare_list.iter().map(|(m, _)| m))
+        {
+            m.write_at(meta.bitmap_offset, &area)
+                .map_err(|e| RaidError::Member {
+                    role: crate::geometry::MemberIdx(0),
+                    source: e,
+                })?;
+        }
+        let inner = Inner {
+            slots,
+            spares: spare_list,
+            events: 0,
+            dirty: resync.is_some(),
+            failed: None,
+            rebuild: None,
+            resync,
+        };
+        let array = Array::from_parts(geo, meta, uuid, parity, inner, Some(bits));
+        {
+            let mut st = array.write_state();
+            array.persist(&mut st)?;
+        }
+        Ok(array)
+    }
+
+    fn from_parts(
+        geo: Geometry,
+        meta: MetaLayout,
+        uuid: Uuid,
+        parity: Arc<dyn ParityEngine>,
+        inner: Inner,
+        bits: Option<Vec<u8>>,
+    ) -> Array {
+        let dirty = inner.dirty;
+        Array {
+            bitmap: bitmap::Bitmap::new(&meta, geo.stripes(), bits),
+            geo,
+            meta,
+            uuid,
+            parity,
+            state: RwLock::new(inner),
+            locks: locks::StripeLocks::default(),
+            dirty_flag: AtomicBool::new(dirty),
+            scratch: Mutex::new(Vec::new()),
+            counters: Counters::default(),
+            tracker: Default::default(),
+        }
+    }
+
+    /// Assembles an array from `candidates` (any order, spares included). With `expect`,
+    /// only that array is assembled; otherwise the array most candidates belong to.
+    pub fn assemble(
+        candidates: Vec<Arc<dyn Member>>,
+        expect: Option<Uuid>,
+        parity: Arc<dyn ParityEngine>,
+    ) -> Result<Assembled, RaidError> {
+        let mut refused = Vec::new();
+        let refuse = |refused: &mut Vec<Refused>, m: &Arc<dyn Member>, reason| {
+            refused.push(Refused {
+                member: m.name().to_string(),
+                reason,
+            });
+        };
+        let mut found: Vec<(Arc<dyn Member>, Superblock)> = Vec::new();
+        for m in candidates {
+            let mut buf = AlignedBuf::new(SB_BYTES, 4096);
+            match m.read_at(0, &mut buf) {
+                Err(e) => refuse(&mut refused, &m, RefuseReason::Unreadable(e)),
+                Ok(()) => match Superblock::decode(&buf) {
+                    Err(e) => refuse(&mut refused, &m, RefuseReason::BadSuperblock(e)),
+                    Ok(sb) => found.push((m, sb)),
+                },
+            }
+        }
+        let uuid = match expect {
+            Some(u) => u,
+            None => {
+                let mut counts: Vec<(Uuid, usize)> = Vec::new();
+                for (_, sb) in &found {
+                    match counts.iter_mut().find(|(u, _)| *u == sb.array_uuid) {
+                        Some((_, c)) => *c += 1,
+                        None => counts.push((sb.array_uuid, 1)),
+                    }
+                }
+                counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+                match counts.first() {
+                    Some((u, _)) => *u,
+                    None => {
+                        return Err(RaidError::Assemble {
+                            reason: "no member has a superblock".into(),
+                            refused,
+                        })
+                    }
+                }
+            }
+        };
+        let mut mine = Vec::new();
+        for (m, sb) in found {
+            if sb.array_uuid == uuid {
+                mine.push((m, sb));
+            } else {
+                refuse(
+                    &mut refused,
+                    &m,
+                    RefuseReason::Foreign {
+                        expected: uuid,
+                        found: sb.array_uuid,
+                    },
+                );
+            }
+        }
+        let Some(newest) = mine
+            .iter()
+            .map(|(_, sb)| sb)
+            .max_by_key(|sb| sb.events)
+            .cloned()
+        else {
+            return Err(RaidError::Assemble {
+                reason: format!("no member of array {uuid}"),
+                refused,
+            });
+        };
+        let geo = Geometry::new(
+            newest.members,
+            newest.chunk,
+            newest.block,
+            newest.member_data_bytes,
+        )?;
+        let meta = MetaLayout {
+            data_offset: newest.data_offset,
+            bitmap_offset: newest.bitmap_offset,
+            bitmap_bytes: newest.bitmap_bytes,
+            bitmap_region_stripes: newest.bitmap_region_stripes.max(1),
+            ppl_offset: newest.ppl_offset,
+            ppl_bytes: newest.ppl_bytes,
+        };
+        let mut slots: Vec<Slot> = (0..newest.members)
+            .map(|r| Slot {
+                member: None,
+                uuid: newest.role_uuids[r],
+                state: newest.role_states[r],
+            })
+            .collect();
+        let mut spares = Vec::new();
+        let mut names: Vec<Option<String>> = vec![None; newest.members];
+        for (m, sb) in mine {
+            let same_geometry = sb.members == newest.members
+                && sb.chunk == newest.chunk
+                && sb.block == newest.block
+                && sb.data_offset == newest.data_offset
+                && sb.member_data_bytes == newest.member_data_bytes;
+            if !same_geometry {
+                refuse(&mut refused, &m, RefuseReason::GeometryMismatch);
+                continue;
+            }
+            if sb.events < newest.events {
+                refuse(
+                    &mut refused,
+                    &m,
+                    RefuseReason::Stale {
+                        events: sb.events,
+                        current: newest.events,
+                    },
+                );
+                continue;
+            }
+            if m.size_bytes() < meta.data_offset + geo.member_data_bytes() {
+                refuse(&mut refused, &m, RefuseReason::GeometryMismatch);
+                continue;
+            }
+            match sb.role {
+                Role::Spare => spares.push((m, sb.member_uuid)),
+                Role::Active(r) => {
+                    if slots[r].state == SlotState::Failed {
+                        refuse(&mut refused, &m, RefuseReason::MarkedFailed { role: r });
+                    } else if slots[r].uuid != sb.member_uuid {
+                        refuse(
+                            &mut refused,
+                            &m,
+                            RefuseReason::Replaced {
+                                role: r,
+                                owner: slots[r].uuid,
+                                found: sb.member_uuid,
+                            },
+                        );
+                    } else if let Some(other) = &names[r] {
+                        let other = other.clone();
+                        refuse(&mut refused, &m, RefuseReason::Duplicate { role: r, other });
+                    } else {
+                        names[r] = Some(m.name().to_string());
+                        slots[r].member = Some(m);
+                    }
+                }
+            }
+        }
+        let mut rebuild = newest.rebuild;
+        for (r, slot) in slots.iter_mut().enumerate() {
+            if slot.member.is_none() && slot.state != SlotState::Failed {
+                slot.state = SlotState::Failed;
+                if rebuild.is_some_and(|(rr, _)| rr == r) {
+                    rebuild = None;
+                }
+            }
+        }
+        let down: Vec<usize> = (0..slots.len())
+            .filter(|&r| slots[r].state != SlotState::Active)
+            .collect();
+        if down.len() >= 2 {
+            return Err(RaidError::Assemble {
+                reason: format!("roles {down:?} are missing or failed; RAID-5 survives one"),
+                refused,
+            });
+        }
+        let degraded = !down.is_empty();
+        let mut bits = vec![
+            0u8;
+            geo.stripes()
+                .div_ceil(meta.bitmap_region_stripes)
+                .div_ceil(8) as usize
+        ];
+        for m in slots.iter().filter_map(|s| s.member.as_ref()) {
+            if let Ok(b) = bitmap::read_bits(&**m, &meta, bits.len()) {
+                for (x, y) in bits.iter_mut().zip(b) {
+                    *x |= y;
+                }
+            }
+        }
+        let resync_pending = newest.dirty && !degraded;
+        let write_hole_exposed = newest.dirty && degraded;
+        let inner = Inner {
+            slots,
+            spares,
+            events: newest.events,
+            dirty: newest.dirty,
+            failed: None,
+            rebuild,
+            resync: if resync_pending { Some(0) } else { None },
+        };
+        let array = Array::from_parts(geo, meta, uuid, parity, inner, Some(bits));
+        {
+            let mut st = array.write_state();
+            Array::take_spare(&mut st);
+            array.persist(&mut st)?;
+        }
+        Ok(Assembled {
+            array,
+            refused,
+            resync_pending,
+            write_hole_exposed,
+        })
+    }
+}

@@ -1,0 +1,165 @@
+//! Write-intent bitmap: one bit per region of `region_stripes` stripes, stored on every
+//! member at the bitmap offset.
+//!
+//! Protocol: before a write touches a region, the region's in-flight count goes up and, if
+//! its bit was clear, the bit is set and the changed bitmap blocks are written and flushed to
+//! every present member — only then may the stripe writes start. Bits are cleared lazily by
+//! [`Bitmap::clear_idle`] (regions with nothing in flight), which the owner calls from time
+//! to time and at [`super::Array::stop`]. After an unclean stop, assembly ORs every member's
+//! copy and resyncs only the regions whose bit is set.
+
+use std::sync::{Mutex, MutexGuard};
+
+use crate::error::RaidError;
+use crate::member::AlignedBuf;
+
+use super::{Array, MetaLayout};
+
+const BLOCK: usize = 4096;
+
+#[derive(Debug)]
+struct State {
+    bits: Vec<u8>,
+    inflight: Vec<u32>,
+}
+
+/// The in-memory copy and the in-flight counts.
+#[derive(Debug)]
+pub struct Bitmap {
+    region_stripes: u64,
+    offset: u64,
+    state: Mutex<State>,
+}
+
+impl Bitmap {
+    pub(crate) fn new(meta: &MetaLayout, stripes: u64, bits: Option<Vec<u8>>) -> Self {
+        let regions = stripes.div_ceil(meta.bitmap_region_stripes);
+        let nbytes = (regions.div_ceil(8) as usize).min(meta.bitmap_bytes as usize);
+        let mut b = bits.unwrap_or_default();
+        b.resize(nbytes, 0);
+        Bitmap {
+            region_stripes: meta.bitmap_region_stripes,
+            offset: meta.bitmap_offset,
+            state: Mutex::new(State {
+                bits: b,
+                inflight: vec![0; regions as usize],
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Stripes per bit.
+    pub fn region_stripes(&self) -> u64 {
+        self.region_stripes
+    }
+
+    /// Regions whose bit is set.
+    pub fn dirty_regions(&self) -> Vec<u64> {
+        let st = self.lock();
+        (0..st.inflight.len() as u64)
+            .filter(|r| st.bits[(r / 8) as usize] & (1 << (r % 8)) != 0)
+            .collect()
+    }
+
+    /// Registers a write to stripes `first..=last`; returns once their bits are durable.
+    pub(crate) fn begin(&self, array: &Array, first: u64, last: u64) -> Result<(), RaidError> {
+        let mut st = self.lock();
+        let mut changed = Vec::new();
+        for r in first / self.region_stripes..=last / self.region_stripes {
+            st.inflight[r as usize] += 1;
+            let (byte, bit) = ((r / 8) as usize, 1u8 << (r % 8));
+            if st.bits[byte] & bit == 0 {
+                st.bits[byte] |= bit;
+                changed.push(byte / BLOCK);
+            }
+        }
+        changed.dedup();
+        let result = self.write_blocks(array, &st.bits, &changed);
+        if result.is_err() {
+            drop(st);
+            self.end(first, last);
+        }
+        result
+    }
+
+    /// Ends a write registered by `begin`.
+    pub(crate) fn end(&self, first: u64, last: u64) {
+        let mut st = self.lock();
+        for r in first / self.region_stripes..=last / self.region_stripes {
+            st.inflight[r as usize] = st.inflight[r as usize].saturating_sub(1);
+        }
+    }
+
+    /// Clears the bits of regions with no write in flight and persists the change.
+    pub fn clear_idle(&self, array: &Array) -> Result<(), RaidError> {
+        let mut st = self.lock();
+        let mut changed = Vec::new();
+        for r in 0..st.inflight.len() {
+            let (byte, bit) = (r / 8, 1u8 << (r % 8));
+            if st.inflight[r] == 0 && st.bits[byte] & bit != 0 {
+                st.bits[byte] &= !bit;
+                changed.push(byte / BLOCK);
+            }
+        }
+        changed.dedup();
+        self.write_blocks(array, &st.bits, &changed)
+    }
+
+    /// Clears the bits of regions `regions` (after they were resynced).
+    pub(crate) fn clear_regions(&self, array: &Array, regions: &[u64]) -> Result<(), RaidError> {
+        let mut st = self.lock();
+        let mut changed = Vec::new();
+        for &r in regions {
+            let (byte, bit) = ((r / 8) as usize, 1u8 << (r % 8));
+            if st.inflight[r as usize] == 0 && st.bits[byte] & bit != 0 {
+                st.bits[byte] &= !bit;
+                changed.push(byte / BLOCK);
+            }
+        }
+        changed.dedup();
+        self.write_blocks(array, &st.bits, &changed)
+    }
+
+    fn write_blocks(&self, array: &Array, bits: &[u8], blocks: &[usize]) -> Result<(), RaidError> {
+        if blocks.is_empty() {
+            return Ok(());
+        }
+        let mut buf = AlignedBuf::new(BLOCK, BLOCK);
+        loop {
+            let view = array.view()?;
+            let mut failure = None;
+            'members: for (role, m) in view.members.iter().enumerate() {
+                let Some(m) = m else { continue };
+                for &blk in blocks {
+                    let start = blk * BLOCK;
+                    let end = (start + BLOCK).min(bits.len());
+                    buf.fill(0);
+                    buf[..end - start].copy_from_slice(&bits[start..end]);
+                    let off = self.offset + start as u64;
+                    if let Err(e) = m.write_at(off, &buf).and_then(|()| m.flush()) {
+                        failure = Some((role, e));
+                        break 'members;
+                    }
+                }
+            }
+            match failure {
+                None => return Ok(()),
+                Some((role, e)) => array.fail_member(crate::geometry::MemberIdx(role), &e)?,
+            }
+        }
+    }
+}
+
+/// Reads one member's copy of the bitmap (`len` bytes).
+pub(crate) fn read_bits(
+    m: &dyn crate::member::Member,
+    meta: &MetaLayout,
+    len: usize,
+) -> Result<Vec<u8>, crate::error::MemberError> {
+    let mut buf = AlignedBuf::new(len.div_ceil(BLOCK).max(1) * BLOCK, BLOCK);
+    m.read_at(meta.bitmap_offset, &mut buf)?;
+    Ok(buf[..len].to_vec())
+}

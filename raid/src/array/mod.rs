@@ -1,0 +1,455 @@
+//! The RAID-5 array: shared state, member failure handling, superblock persistence.
+//!
+//! Invariants:
+//! - at most one role is not `Active` (Failed, or Rebuilding above its checkpoint) while the
+//!   array runs; a second loss stops the array (`failed` is set) and every later request
+//!   returns [`RaidError::ArrayFailed`] — it never returns reconstructed data from two holes;
+//! - writes hold the locks of every stripe they touch (acquired all at once, so no deadlock)
+//!   from planning until their member writes complete; degraded reads, rebuild, resync and
+//!   scrub hold the lock of the stripe they reconstruct; healthy reads take no lock;
+//! - the rebuild checkpoint only advances while its stripe's lock is held, so a request that
+//!   holds a stripe lock sees a consistent "is this member valid here" answer;
+//! - superblock updates happen under the state write lock, each one bumps the event counter
+//!   and goes to every present member (failed members are not written, so they go stale);
+//! - a write-intent bitmap bit is durable on every member before any write to its region
+//!   starts (see [`bitmap`]).
+//!
+//! Sub-modules: [`read`] and [`write`] (the I/O paths), [`assemble`] (create and assemble),
+//! [`sync`] (rebuild, resync, scrub), [`bitmap`], [`locks`].
+
+pub mod assemble;
+pub mod bitmap;
+pub mod locks;
+pub mod read;
+pub mod sync;
+pub mod write;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::error::{MemberError, RaidError};
+use crate::geometry::{BlockSize, ChunkSize, Geometry, MemberIdx, StripeIdx};
+use crate::member::{AlignedBuf, Member};
+use crate::parity::ParityEngine;
+use crate::superblock::{Role, SlotState, Superblock, Uuid, DEFAULT_DATA_OFFSET, SB_BYTES};
+
+pub use assemble::Assembled;
+pub use sync::{SyncKind, SyncProgress, Throttle};
+
+/// Parameters for creating an array.
+#[derive(Debug, Clone)]
+pub struct ArrayConfig {
+    /// Chunk size (default 64 KiB).
+    pub chunk: ChunkSize,
+    /// Block size (default 4096).
+    pub block: BlockSize,
+    /// Array UUID; random when `None`.
+    pub uuid: Option<Uuid>,
+    /// Stripes per write-intent bitmap bit; `None` picks about 64 MiB of array data per bit
+    /// (md's default bitmap chunk), more if the bitmap area would overflow.
+    pub bitmap_region_stripes: Option<u64>,
+    /// The members' data areas are known to be zero (new files, trimmed drives), so parity is
+    /// already consistent. Otherwise the array starts with a full resync pending.
+    pub assume_clean: bool,
+}
+
+impl Default for ArrayConfig {
+    fn default() -> Self {
+        ArrayConfig {
+            chunk: ChunkSize::DEFAULT,
+            block: BlockSize::B4096,
+            uuid: None,
+            bitmap_region_stripes: None,
+            assume_clean: false,
+        }
+    }
+}
+
+/// Where the metadata lives on each member (bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MetaLayout {
+    pub data_offset: u64,
+    pub bitmap_offset: u64,
+    pub bitmap_bytes: u32,
+    pub bitmap_region_stripes: u64,
+    pub ppl_offset: u64,
+    pub ppl_bytes: u32,
+}
+
+impl MetaLayout {
+    pub(crate) const BITMAP_OFFSET: u64 = SB_BYTES as u64;
+    pub(crate) const BITMAP_BYTES: u32 = 60 * 1024;
+    pub(crate) const PPL_OFFSET: u64 = 64 * 1024;
+
+    pub(crate) fn new(geo: &Geometry, region_stripes: Option<u64>) -> Self {
+        let bits = u64::from(Self::BITMAP_BYTES) * 8;
+        let min = geo.stripes().div_ceil(bits).max(1);
+        let default =
+            ((64u64 << 20) / (geo.stripe_data_blocks() * geo.block_bytes() as u64)).max(1);
+        let region = region_stripes.unwrap_or(default).max(min);
+        MetaLayout {
+            data_offset: DEFAULT_DATA_OFFSET,
+            bitmap_offset: Self::BITMAP_OFFSET,
+            bitmap_bytes: Self::BITMAP_BYTES,
+            bitmap_region_stripes: region,
+            ppl_offset: Self::PPL_OFFSET,
+            ppl_bytes: (DEFAULT_DATA_OFFSET - Self::PPL_OFFSET) as u32,
+        }
+    }
+}
+
+/// One role of the array.
+#[derive(Debug, Clone)]
+pub(crate) struct Slot {
+    pub member: Option<Arc<dyn Member>>,
+    pub uuid: Uuid,
+    pub state: SlotState,
+}
+
+/// Mutable array state, under [`Array::state`].
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub slots: Vec<Slot>,
+    pub spares: Vec<(Arc<dyn Member>, Uuid)>,
+    pub events: u64,
+    pub dirty: bool,
+    pub failed: Option<(Vec<usize>, String)>,
+    /// Role being rebuilt and the first stripe not yet rebuilt.
+    pub rebuild: Option<(usize, u64)>,
+    /// First stripe not yet resynced (full resync after creation), if one is pending.
+    pub resync: Option<u64>,
+}
+
+/// A request's snapshot of which members are usable.
+#[derive(Debug, Clone)]
+pub(crate) struct View {
+    pub members: Vec<Option<Arc<dyn Member>>>,
+    pub states: Vec<SlotState>,
+    pub rebuild: Option<(usize, u64)>,
+}
+
+impl View {
+    /// Whether `role` holds valid data for `stripe`.
+    pub fn usable(&self, role: usize, stripe: StripeIdx) -> bool {
+        self.members[role].is_some()
+            && match self.states[role] {
+                SlotState::Active => true,
+                SlotState::Failed => false,
+                SlotState::Rebuilding => self
+                    .rebuild
+                    .is_some_and(|(r, next)| r == role && stripe.0 < next),
+            }
+    }
+
+    /// The member of `role`, when present (usable or being rebuilt).
+    pub fn member(&self, role: usize) -> Option<&dyn Member> {
+        self.members[role].as_deref()
+    }
+}
+
+/// Operation counters (monotonic).
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub reads: AtomicU64,
+    pub writes: AtomicU64,
+    pub full_stripe: AtomicU64,
+    pub rmw: AtomicU64,
+    pub rcw: AtomicU64,
+    pub reconstruct_write: AtomicU64,
+    pub data_only: AtomicU64,
+    pub degraded_read_segments: AtomicU64,
+    pub member_failures: AtomicU64,
+}
+
+/// Snapshot of the array's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ArrayStats {
+    /// Read requests.
+    pub reads: u64,
+    /// Write requests.
+    pub writes: u64,
+    /// Stripes written whole (no reads).
+    pub full_stripe: u64,
+    /// Stripes written by read-modify-write.
+    pub rmw: u64,
+    /// Stripes written by reconstruct-write.
+    pub rcw: u64,
+    /// Degraded stripes written by reconstructing the missing chunk first.
+    pub reconstruct_write: u64,
+    /// Stripes written without parity (parity member missing).
+    pub data_only: u64,
+    /// Read segments served by reconstruction.
+    pub degraded_read_segments: u64,
+    /// Members marked failed.
+    pub member_failures: u64,
+}
+
+/// A RAID-5 array. `Sync`: share it (`Arc`) between threads, each with its own executor.
+#[derive(Debug)]
+pub struct Array {
+    geo: Geometry,
+    meta: MetaLayout,
+    uuid: Uuid,
+    parity: Arc<dyn ParityEngine>,
+    state: RwLock<Inner>,
+    locks: locks::StripeLocks,
+    bitmap: bitmap::Bitmap,
+    dirty_flag: AtomicBool,
+    scratch: Mutex<Vec<AlignedBuf>>,
+    counters: Counters,
+    tracker: sync::TrackerCell,
+}
+
+impl Array {
+    /// Geometry.
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    /// Array UUID.
+    pub fn uuid(&self) -> Uuid {
+        self.uuid
+    }
+
+    /// Parity engine in use.
+    pub fn parity_engine(&self) -> &dyn ParityEngine {
+        &*self.parity
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> ArrayStats {
+        let c = &self.counters;
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ArrayStats {
+            reads: g(&c.reads),
+            writes: g(&c.writes),
+            full_stripe: g(&c.full_stripe),
+            rmw: g(&c.rmw),
+            rcw: g(&c.rcw),
+            reconstruct_write: g(&c.reconstruct_write),
+            data_only: g(&c.data_only),
+            degraded_read_segments: g(&c.degraded_read_segments),
+            member_failures: g(&c.member_failures),
+        }
+    }
+
+    /// State of every role.
+    pub fn member_states(&self) -> Vec<SlotState> {
+        self.read_state().slots.iter().map(|s| s.state).collect()
+    }
+
+    /// Roles not fully in sync (failed, or being rebuilt).
+    pub fn degraded_roles(&self) -> Vec<usize> {
+        let st = self.read_state();
+        st.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.state != SlotState::Active)
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Number of hot spares.
+    pub fn spares(&self) -> usize {
+        self.read_state().spares.len()
+    }
+
+    /// Superblock event counter.
+    pub fn events(&self) -> u64 {
+        self.read_state().events
+    }
+
+    /// Whether the array stopped after losing two members.
+    pub fn is_failed(&self) -> bool {
+        self.read_state().failed.is_some()
+    }
+
+    /// Marks the array clean on every member after clearing the bitmap. Call when no
+    /// request is in flight (shutdown); a later assembly then needs no resync.
+    pub fn stop(&self) -> Result<(), RaidError> {
+        self.bitmap.clear_idle(self)?;
+        let mut st = self.write_state();
+        if st.failed.is_some() {
+            return Ok(());
+        }
+        if st.resync.is_none() {
+            st.dirty = false;
+        }
+        self.dirty_flag.store(false, Ordering::Release);
+        self.persist(&mut st)
+    }
+
+    fn read_state(&self) -> RwLockReadGuard<'_, Inner> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write_state(&self) -> RwLockWriteGuard<'_, Inner> {
+        self.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Snapshot for one request; fails when the array has stopped.
+    pub(crate) fn view(&self) -> Result<View, RaidError> {
+        let st = self.read_state();
+        if let Some((failed, cause)) = &st.failed {
+            return Err(RaidError::ArrayFailed {
+                failed: failed.clone(),
+                cause: cause.clone(),
+            });
+        }
+        Ok(View {
+            members: st.slots.iter().map(|s| s.member.clone()).collect(),
+            states: st.slots.iter().map(|s| s.state).collect(),
+            rebuild: st.rebuild,
+        })
+    }
+
+    /// Byte offset on a member of block `block` of its data area.
+    pub(crate) fn member_offset(&self, member_block: u64) -> u64 {
+        self.meta.data_offset + member_block * self.geo.block_bytes() as u64
+    }
+
+    pub(crate) fn take_scratch(&self) -> AlignedBuf {
+        let mut pool = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
+        pool.pop()
+            .unwrap_or_else(|| AlignedBuf::new(self.geo.chunk_bytes(), 4096))
+    }
+
+    pub(crate) fn give_scratch(&self, bufs: impl IntoIterator<Item = AlignedBuf>) {
+        let mut pool = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
+        for b in bufs {
+            if pool.len() < 256 {
+                pool.push(b);
+            }
+        }
+    }
+
+    /// Marks the array dirty on disk before its first write since it was clean.
+    pub(crate) fn ensure_dirty(&self) -> Result<(), RaidError> {
+        if self.dirty_flag.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut st = self.write_state();
+        if !st.dirty {
+            st.dirty = true;
+            self.persist(&mut st)?;
+        }
+        self.dirty_flag.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Marks `role` failed after `cause`, persisting that in the survivors' superblocks.
+    /// Returns `ArrayFailed` when this leaves the array with two holes.
+    pub(crate) fn fail_member(
+        &self,
+        role: MemberIdx,
+        cause: &MemberError,
+    ) -> Result<(), RaidError> {
+        let mut st = self.write_state();
+        self.fail_locked(&mut st, role.0, &cause.to_string())?;
+        self.persist(&mut st)
+    }
+
+    fn fail_locked(&self, st: &mut Inner, role: usize, cause: &str) -> Result<(), RaidError> {
+        if let Some((failed, c)) = &st.failed {
+            return Err(RaidError::ArrayFailed {
+                failed: failed.clone(),
+                cause: c.clone(),
+            });
+        }
+        if st.slots[role].state == SlotState::Failed && st.slots[role].member.is_none() {
+            return Ok(());
+        }
+        self.counters
+            .member_failures
+            .fetch_add(1, Ordering::Relaxed);
+        if st.rebuild.is_some_and(|(r, _)| r == role) {
+            st.rebuild = None;
+        }
+        st.slots[role].state = SlotState::Failed;
+        st.slots[role].member = None;
+        let down: Vec<usize> = st
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.state != SlotState::Active)
+            .map(|(i, _)| i)
+            .collect();
+        if down.len() < 2 {
+            Self::take_spare(st);
+        }
+        if down.len() >= 2 {
+            st.failed = Some((down.clone(), cause.to_string()));
+            // Record it where we still can; the array is stopped either way.
+            let _ = self.persist(st);
+            return Err(RaidError::ArrayFailed {
+                failed: down,
+                cause: cause.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The superblock this array would write for a member with `role` and `uuid`.
+    pub(crate) fn superblock(&self, st: &Inner, role: Role, member_uuid: Uuid) -> Superblock {
+        Superblock {
+            array_uuid: self.uuid,
+            member_uuid,
+            role,
+            members: self.geo.members(),
+            chunk: self.geo.chunk(),
+            block: self.geo.block(),
+            data_offset: self.meta.data_offset,
+            member_data_bytes: self.geo.member_data_bytes(),
+            events: st.events,
+            dirty: st.dirty,
+            bitmap_offset: self.meta.bitmap_offset,
+            bitmap_bytes: self.meta.bitmap_bytes,
+            bitmap_region_stripes: self.meta.bitmap_region_stripes,
+            ppl_offset: self.meta.ppl_offset,
+            ppl_bytes: self.meta.ppl_bytes,
+            rebuild: st.rebuild,
+            resync_checkpoint: st.resync,
+            role_states: st.slots.iter().map(|s| s.state).collect(),
+            role_uuids: st.slots.iter().map(|s| s.uuid).collect(),
+        }
+    }
+
+    /// Bumps the event counter and writes the superblock to every present member and spare.
+    /// A member whose superblock write fails is marked failed (and the update repeated).
+    pub(crate) fn persist(&self, st: &mut Inner) -> Result<(), RaidError> {
+        for _ in 0..=self.geo.members() + st.spares.len() {
+            st.events += 1;
+            let mut buf = AlignedBuf::new(SB_BYTES, 4096);
+            let mut bad_role = None;
+            let mut bad_spare = None;
+            for (role, slot) in st.slots.iter().enumerate() {
+                let Some(m) = &slot.member else { continue };
+                buf.copy_from_slice(&self.superblock(st, Role::Active(role), slot.uuid).encode());
+                if let Err(e) = m.write_at(0, &buf).and_then(|()| m.flush()) {
+                    bad_role = Some((role, e));
+                    break;
+                }
+            }
+            if bad_role.is_none() {
+                for (i, (m, uuid)) in st.spares.iter().enumerate() {
+                    buf.copy_from_slice(&self.superblock(st, Role::Spare, *uuid).encode());
+                    if m.write_at(0, &buf).and_then(|()| m.flush()).is_err() {
+                        bad_spare = Some(i);
+                        break;
+                    }
+                }
+            }
+            match (bad_role, bad_spare) {
+                (Some((role, e)), _) => self.fail_locked(st, role, &e.to_string())?,
+                (None, Some(i)) => {
+                    st.spares.remove(i);
+                }
+                (None, None) => return Ok(()),
+            }
+        }
+        Err(RaidError::State("superblock update kept failing"))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,179 @@
+//! Read path. Healthy chunks are read straight into the caller's buffer in one batch, with
+//! no lock. Chunks on a missing member are rebuilt under their stripe's lock: the same rows
+//! are read from every other member into scratch and XORed into the caller's buffer.
+//!
+//! A member error marks that member failed and the request is replanned (at most once per
+//! member), so a read returns the right bytes or an error — never unreconstructed data.
+
+use std::sync::atomic::Ordering;
+
+use crate::error::RaidError;
+use crate::geometry::{ArrayBlock, MemberIdx, Segment};
+use crate::io::{Executor, MemberOp};
+use crate::member::AlignedBuf;
+
+use super::{Array, View};
+
+enum Outcome {
+    Done,
+    Retry,
+}
+
+impl Array {
+    /// Reads `buf.len()` bytes (whole blocks) starting at block `start`.
+    pub fn read<E: Executor + ?Sized>(
+        &self,
+        exec: &mut E,
+        start: ArrayBlock,
+        buf: &mut [u8],
+    ) -> Result<(), RaidError> {
+        let blocks = self.blocks_of(buf.len())?;
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
+        let segs: Vec<Segment> = self.geo.segments(start, blocks)?.collect();
+        for _ in 0..=self.geo.members() {
+            let view = self.view()?;
+            if let Outcome::Done = self.read_once(exec, &view, &segs, buf)? {
+                return Ok(());
+            }
+        }
+        Err(RaidError::State("read kept failing on changing members"))
+    }
+
+    /// Checks a request buffer: a non-zero whole number of blocks. Returns the block count.
+    pub(crate) fn blocks_of(&self, len: usize) -> Result<u64, RaidError> {
+        let bs = self.geo.block_bytes();
+        if len == 0 || !len.is_multiple_of(bs) {
+            return Err(RaidError::BufferSize { len, block: bs });
+        }
+        Ok((len / bs) as u64)
+    }
+
+    fn read_once<E: Executor + ?Sized>(
+        &self,
+        exec: &mut E,
+        view: &View,
+        segs: &[Segment],
+        buf: &mut [u8],
+    ) -> Result<Outcome, RaidError> {
+        let bs = self.geo.block_bytes();
+        let mut rest = &mut buf[..];
+        let mut direct = Vec::with_capacity(segs.len());
+        let mut degraded = Vec::new();
+        for seg in segs {
+            let (slice, tail) = rest.split_at_mut(seg.blocks as usize * bs);
+            rest = tail;
+            let role = seg.at.member.0;
+            match view.member(role) {
+                Some(m) if view.usable(role, seg.at.stripe) => direct.push(MemberOp::read(
+                    seg.at.member,
+                    m,
+                    self.member_offset(seg.at.member_block.0),
+                    slice,
+                )),
+                _ => degraded.push((*seg, slice)),
+            }
+        }
+        exec.execute(&mut direct);
+        if self.fail_from(&mut direct)? {
+            return Ok(Outcome::Retry);
+        }
+        drop(direct);
+        if degraded.is_empty() {
+            return Ok(Outcome::Done);
+        }
+        self.reconstruct(exec, &mut degraded)
+    }
+
+    /// Marks every member whose operation failed; `Ok(true)` when any did.
+    pub(crate) fn fail_from(&self, ops: &mut [MemberOp<'_>]) -> Result<bool, RaidError> {
+        let mut any = false;
+        for op in ops.iter_mut() {
+            if let Some(Err(e)) = op.result.take() {
+                any = true;
+                self.fail_member(op.role, &e)?;
+            }
+        }
+        Ok(any)
+    }
+
+    fn reconstruct<E: Executor + ?Sized>(
+        &self,
+        exec: &mut E,
+        segs: &mut [(Segment, &mut [u8])],
+    ) -> Result<Outcome, RaidError> {
+        let _guard = self.locks.lock(segs.iter().map(|(s, _)| s.at.stripe));
+        // Re-check under the lock: the state may have moved on.
+        let view = self.view()?;
+        let n = self.geo.members();
+        let mut scratch: Vec<Vec<AlignedBuf>> = Vec::with_capacity(segs.len());
+        let mut ok = true;
+        {
+            let mut ops = Vec::new();
+            let mut bufs_per_seg = Vec::with_capacity(segs.len());
+            for (seg, _) in segs.iter() {
+                let mut bufs = Vec::with_capacity(n - 1);
+                for role in 0..n {
+                    if role == seg.at.member.0 {
+                        continue;
+                    }
+                    if !view.usable(role, seg.at.stripe) {
+                        ok = false;
+                    }
+                    bufs.push(self.take_scratch());
+                }
+                bufs_per_seg.push(bufs);
+            }
+            if !ok {
+                let back: Vec<AlignedBuf> = bufs_per_seg.into_iter().flatten().collect();
+                self.give_scratch(back);
+                return self.two_holes(&view);
+            }
+            let bs = self.geo.block_bytes();
+            for ((seg, _), bufs) in segs.iter().zip(bufs_per_seg.iter_mut()) {
+                let len = seg.blocks as usize * bs;
+                let others = (0..n).filter(|&r| r != seg.at.member.0);
+                for (role, b) in others.zip(bufs.iter_mut()) {
+                    let m = view
+                        .member(role)
+                        .ok_or(RaidError::State("usable member missing"))?;
+                    ops.push(MemberOp::read(
+                        MemberIdx(role),
+                        m,
+                        self.member_offset(seg.at.member_block.0),
+                        &mut b[..len],
+                    ));
+                }
+            }
+            exec.execute(&mut ops);
+            if self.fail_from(&mut ops)? {
+                drop(ops);
+                self.give_scratch(bufs_per_seg.into_iter().flatten());
+                return Ok(Outcome::Retry);
+            }
+            drop(ops);
+            scratch.extend(bufs_per_seg);
+        }
+        for ((seg, dst), bufs) in segs.iter_mut().zip(scratch.iter()) {
+            let len = dst.len();
+            let srcs: Vec<&[u8]> = bufs.iter().map(|b| &b[..len]).collect();
+            self.parity.xor_gen(&srcs, dst)?;
+            let _ = seg;
+            self.counters
+                .degraded_read_segments
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        self.give_scratch(scratch.into_iter().flatten());
+        Ok(Outcome::Done)
+    }
+
+    /// The error for "two members missing" seen from a view (the array state says why).
+    pub(crate) fn two_holes<T>(&self, view: &View) -> Result<T, RaidError> {
+        let failed: Vec<usize> = (0..self.geo.members())
+            .filter(|&r| view.states[r] != crate::superblock::SlotState::Active)
+            .collect();
+        Err(RaidError::ArrayFailed {
+            failed,
+            cause: "two members unavailable for one stripe".into(),
+        })
+    }
+}

@@ -1,0 +1,491 @@
+//! Background work over whole stripes: rebuild onto a spare, resync after an unclean stop,
+//! and scrub (check or repair).
+//!
+//! The owner drives each job in steps (`*_step(exec, max_stripes)`) from whatever thread it
+//! likes, while requests keep flowing; every stripe is processed under its stripe lock, so a
+//! step never races a write to the same stripe. [`Throttle`] turns a configured rate into
+//! the pause before the next step; [`SyncProgress`] reports fraction, rate and ETA.
+//!
+//! - **Rebuild**: stripe `s` of the rebuilding role = XOR of the other members' chunks.
+//!   The checkpoint (first stripe not rebuilt) advances under the stripe lock and is
+//!   persisted every [`CHECKPOINT_STRIPES`] stripes and at the end, so a restart resumes
+//!   from the last persisted checkpoint. When done the role becomes Active.
+//! - **Resync**: visits stripes of regions whose bitmap bit is set, recomputes parity where
+//!   it mismatches, and clears the bits of finished regions. Writes during a resync use
+//!   reconstruct-write, which makes their stripes consistent by itself.
+//! - **Scrub**: check counts stripes whose parity mismatches; repair also rewrites parity.
+//!   Stripes with a member missing are skipped (counted in `skipped`).
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::error::RaidError;
+use crate::geometry::{MemberIdx, StripeIdx};
+use crate::io::{Executor, MemberOp};
+use crate::member::AlignedBuf;
+use crate::superblock::SlotState;
+
+use super::{Array, Inner};
+
+/// Rebuild checkpoints are persisted at least this often (in stripes).
+pub const CHECKPOINT_STRIPES: u64 = 64;
+
+/// Kind of background job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncKind {
+    /// Rebuilding a role onto a spare or replacement.
+    Rebuild {
+        /// Role being rebuilt.
+        role: usize,
+    },
+    /// Resync of dirty regions.
+    Resync,
+    /// Scrub that only counts mismatches.
+    Check,
+    /// Scrub that rewrites mismatched parity.
+    Repair,
+}
+
+/// Progress of a background job.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SyncProgress {
+    /// Which job.
+    pub kind: SyncKind,
+    /// Stripes done (or position reached).
+    pub done: u64,
+    /// Total stripes.
+    pub total: u64,
+    /// `done / total`.
+    pub fraction: f64,
+    /// Member-data rate since the job started, bytes per second.
+    pub bytes_per_sec: f64,
+    /// Estimated time left at that rate.
+    pub eta: Option<Duration>,
+    /// Stripes whose parity mismatched (resync, scrub).
+    pub mismatches: u64,
+    /// Stripes skipped because a member was missing (scrub).
+    pub skipped: u64,
+    /// Whether the job has finished.
+    pub finished: bool,
+}
+
+/// Turns a rate limit into pauses. `None` rate means unthrottled.
+#[derive(Debug, Clone)]
+pub struct Throttle {
+    bytes_per_sec: Option<u64>,
+    started: Option<Instant>,
+    bytes: u64,
+}
+
+impl Throttle {
+    /// A throttle at `bytes_per_sec` (`None`: no limit).
+    pub fn new(bytes_per_sec: Option<u64>) -> Self {
+        Throttle {
+            bytes_per_sec,
+            started: None,
+            bytes: 0,
+        }
+    }
+
+    /// Records `bytes` done at `now` and returns how long to pause before the next step.
+    pub fn account(&mut self, bytes: u64, now: Instant) -> Duration {
+        let started = *self.started.get_or_insert(now);
+        self.bytes += bytes;
+        let Some(rate) = self.bytes_per_sec.filter(|&r| r > 0) else {
+            return Duration::ZERO;
+        };
+        let due = Duration::from_secs_f64(self.bytes as f64 / rate as f64);
+        due.saturating_sub(now.saturating_duration_since(started))
+    }
+}
+
+/// Rate bookkeeping for the job in progress.
+#[derive(Debug)]
+pub(crate) struct Tracker {
+    kind: Option<SyncKind>,
+    started: Instant,
+    start_pos: u64,
+    bytes: u64,
+    mismatches: u64,
+    skipped: u64,
+    /// Scrub position.
+    scrub_next: u64,
+}
+
+impl Default for Tracker {
+    fn default() -> Self {
+        Tracker {
+            kind: None,
+            started: Instant::now(),
+            start_pos: 0,
+            bytes: 0,
+            mismatches: 0,
+            skipped: 0,
+            scrub_next: 0,
+        }
+    }
+}
+
+pub(crate) type TrackerCell = Mutex<Tracker>;
+
+impl Array {
+    fn tracker(&self) -> std::sync::MutexGuard<'_, Tracker> {
+        self.tracker.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn track(
+        &self,
+        kind: SyncKind,
+        pos: u64,
+        bytes: u64,
+        mismatches: u64,
+        skipped: u64,
+    ) -> SyncProgress {
+        let mut t = self.tracker();
+        if t.kind != Some(kind) {
+            *t = Tracker {
+                kind: Some(kind),
+                started: Instant::now(),
+                start_pos: pos,
+                ..Tracker::default()
+            };
+        }
+        t.bytes += bytes;
+        t.mismatches += mismatches;
+        t.skipped += skipped;
+        self.progress_of(&t, kind, pos)
+    }
+
+    fn progress_of(&self, t: &Tracker, kind: SyncKind, pos: u64) -> SyncProgress {
+        let total = self.geo.stripes();
+        let secs = t.started.elapsed().as_secs_f64();
+        let rate = if secs > 0.0 {
+            t.bytes as f64 / secs
+        } else {
+            0.0
+        };
+        let chunk = self.geo.chunk_bytes() as f64;
+        let left = total.saturating_sub(pos) as f64 * chunk * self.geo.data_members() as f64;
+        let eta = (rate > 0.0).then(|| Duration::from_secs_f64(left / rate));
+        let _ = t.start_pos;
+        SyncProgress {
+            kind,
+            done: pos,
+            total,
+            fraction: pos as f64 / total as f64,
+            bytes_per_sec: rate,
+            eta,
+            mismatches: t.mismatches,
+            skipped: t.skipped,
+            finished: pos >= total,
+        }
+    }
+
+    /// Progress of the running rebuild, if any.
+    pub fn rebuild_progress(&self) -> Option<SyncProgress> {
+        let (role, next) = self.read_state().rebuild?;
+        let t = self.tracker();
+        let kind = SyncKind::Rebuild { role };
+        if t.kind == Some(kind) {
+            Some(self.progress_of(&t, kind, next))
+        } else {
+            Some(self.progress_of(&Tracker::default(), kind, next))
+        }
+    }
+
+    /// Whether a resync is pending (unclean stop, or a new array not assumed clean).
+    pub fn resync_pending(&self) -> bool {
+        self.read_state().resync.is_some()
+    }
+
+    /// Adds a hot spare (its superblock is written). If a role is failed, the spare is taken
+    /// at once and a rebuild starts.
+    pub fn add_spare(
+        &self,
+        member: std::sync::Arc<dyn crate::member::Member>,
+    ) -> Result<(), RaidError> {
+        let need = self.meta.data_offset + self.geo.member_data_bytes();
+        if member.size_bytes() < need {
+            return Err(RaidError::MemberTooSmall {
+                member: member.name().into(),
+                size: member.size_bytes(),
+            });
+        }
+        let uuid = crate::superblock::Uuid::random()?;
+        let mut st = self.write_state();
+        if st.failed.is_some() {
+            return Err(RaidError::State("array has failed"));
+        }
+        st.spares.push((member, uuid));
+        Self::take_spare(&mut st);
+        self.persist(&mut st)
+    }
+
+    /// Assigns a spare to a failed role (no persist; the caller persists).
+    pub(crate) fn take_spare(st: &mut Inner) {
+        if st.rebuild.is_some() || st.failed.is_some() {
+            return;
+        }
+        let Some(role) = st.slots.iter().position(|s| s.state == SlotState::Failed) else {
+            return;
+        };
+        let Some((m, uuid)) = st.spares.pop() else {
+            return;
+        };
+        st.slots[role].member = Some(m);
+        st.slots[role].uuid = uuid;
+        st.slots[role].state = SlotState::Rebuilding;
+        st.rebuild = Some((role, 0));
+    }
+
+    /// Rebuilds up to `max_stripes` stripes of the running rebuild. `Ok(None)` when no
+    /// rebuild is running.
+    pub fn rebuild_step<E: Executor + ?Sized>(
+        &self,
+        exec: &mut E,
+        max_stripes: u64,
+    ) -> Result<Option<SyncProgress>, RaidError> {
+        let Some((role, _)) = self.read_state().rebuild else {
+            return Ok(None);
+        };
+        let kind = SyncKind::Rebuild { role };
+        let mut bytes = 0;
+        for _ in 0..max_stripes.max(1) {
+            let Some((r, s)) = self.read_state().rebuild else {
+                break;
+            };
+            if r != role || s >= self.geo.stripes() {
+                break;
+            }
+            let stripe = StripeIdx(s);
+            let _guard = self.locks.lock([stripe]);
+            let view = self.view()?;
+            let target = view
+                .member(role)
+                .ok_or(RaidError::State("rebuild target missing"))?;
+            let n = self.geo.members();
+            let cb = self.geo.chunk_bytes();
+            let off = self.member_offset(self.geo.stripe_member_block(stripe).0);
+            let mut bufs: Vec<AlignedBuf> = (0..n - 1).map(|_| self.take_scratch()).collect();
+            let mut out = self.take_scratch();
+            let read_ok = {
+                let mut ops = Vec::with_capacity(n - 1);
+                for (other, b) in (0..n).filter(|&o| o != role).zip(bufs.iter_mut()) {
+                    if !view.usable(other, stripe) {
+                        drop(ops);
+                        self.give_scratch(bufs.into_iter().chain([out]));
+                        return self.two_holes(&view);
+                    }
+                    let m = view
+                        .member(other)
+                        .ok_or(RaidError::State("usable member missing"))?;
+                    ops.push(MemberOp::read(MemberIdx(other), m, off, &mut b[..cb]));
+                }
+                exec.execute(&mut ops);
+                !self.fail_from(&mut ops)?
+            };
+            if !read_ok {
+                self.give_scratch(bufs.into_iter().chain([out]));
+                continue;
+            }
+            {
+                let srcs: Vec<&[u8]> = bufs.iter().map(|b| &b[..cb]).collect();
+                self.parity.xor_gen(&srcs, &mut out[..cb])?;
+            }
+            let mut ops = [MemberOp::write(MemberIdx(role), target, off, &out[..cb])];
+            exec.execute(&mut ops);
+            let failed = self.fail_from(&mut ops)?;
+            self.give_scratch(bufs.into_iter().chain([out]));
+            if failed {
+                // The target failed: the rebuild was dropped (another spare may have started).
+                break;
+            }
+            bytes += cb as u64;
+            let mut st = self.write_state();
+            let next = s + 1;
+            if next >= self.geo.stripes() {
+                st.rebuild = None;
+                st.slots[role].state = SlotState::Active;
+                self.persist(&mut st)?;
+                drop(st);
+                let p = self.track(kind, next, bytes, 0, 0);
+                return Ok(Some(p));
+            }
+            st.rebuild = Some((role, next));
+            if next % CHECKPOINT_STRIPES == 0 {
+                self.persist(&mut st)?;
+            }
+        }
+        let pos = self
+            .read_state()
+            .rebuild
+            .map_or(self.geo.stripes(), |(_, n)| n);
+        {
+            let mut st = self.write_state();
+            if st.rebuild.is_some() {
+                self.persist(&mut st)?;
+            }
+        }
+        Ok(Some(self.track(kind, pos, bytes, 0, 0)))
+    }
+
+    /// Runs the rebuild to the end at the throttle's rate (sleeping between steps).
+    pub fn run_rebuild<E: Executor + ?Sized>(
+        &self,
+        exec: &mut E,
+        throttle: &mut Throttle,
+    ) -> Result<Option<SyncProgress>, RaidError> {
+        let mut last = None;
+        while let Some(p) = self.rebuild_step(exec, 16)? {
+            let stripe_bytes = 16 * self.geo.chunk_bytes() as u64;
+            let pause = throttle.account(stripe_bytes, Instant::now());
+            last = Some(p);
+            if p.finished || self.read_state().rebuild.is_none() {
+                break;
+            }
+            std::thread::sleep(pause);
+        }
+        Ok(last)
+    }
+
+    /// Resyncs up to `max_stripes` stripes of dirty regions. `Ok(None)` when none is pending.
+    pub fn resync_step<E: Executor + ?Sized>(
+        &self,
+        exec: &mut E,
+        max_stripes: u64,
+    ) -> Result<Option<SyncProgress>, RaidError> {
+        let Some(mut next) = self.read_state().resync else {
+            return Ok(None);
+        };
+        let total = self.geo.stripes();
+        let region = self.bitmap.region_stripes();
+        let dirty = self.bitmap.dirty_regions();
+        let mut done = 0;
+        let (mut mism, mut bytes) = (0, 0);
+        while next < total && done < max_stripes.max(1) {
+            let r = next / region;
+            if dirty.binary_search(&r).is_err() {
+                // Jump to the next dirty region.
+                next = dirty.iter().find(|&&d| d > r).map_or(total, |d| d * region);
+                continue;
+            }
+            let (m, _) = self.sync_stripe(exec, StripeIdx(next), true)?;
+            mism += m;
+            bytes += self.geo.chunk_bytes() as u64 * self.geo.members() as u64;
+            next += 1;
+            done += 1;
+            if next % region == 0 || next == total {
+                self.bitmap.clear_regions(self, &[r])?;
+            }
+        }
+        let mut st = self.write_state();
+        if next >= total {
+            st.resync = None;
+        } else {
+            st.resync = Some(next);
+        }
+        self.persist(&mut st)?;
+        drop(st);
+        Ok(Some(self.track(SyncKind::Resync, next, bytes, mism, 0)))
+    }
+
+    /// Scrubs up to `max_stripes` stripes from where the last scrub step stopped.
+    /// `repair` rewrites mismatched parity. Wraps to a new pass after the last stripe.
+    pub fn scrub_step<E: Executor + ?Sized>(
+        &self,
+        exec: &mut E,
+        max_stripes: u64,
+        repair: bool,
+    ) -> Result<SyncProgress, RaidError> {
+        let kind = if repair {
+            SyncKind::Repair
+        } else {
+            SyncKind::Check
+        };
+        let mut next = {
+            let mut t = self.tracker();
+            if t.kind != Some(kind) || t.scrub_next >= self.geo.stripes() {
+                *t = Tracker {
+                    kind: Some(kind),
+                    ..Tracker::default()
+                };
+            }
+            t.scrub_next
+        };
+        let (mut mism, mut skipped, mut bytes) = (0, 0, 0);
+        for _ in 0..max_stripes.max(1) {
+            if next >= self.geo.stripes() {
+                break;
+            }
+            let (m, s) = self.sync_stripe(exec, StripeIdx(next), repair)?;
+            mism += m;
+            skipped += s;
+            bytes += self.geo.chunk_bytes() as u64 * self.geo.members() as u64;
+            next += 1;
+        }
+        self.tracker().scrub_next = next;
+        Ok(self.track(kind, next, bytes, mism, skipped))
+    }
+
+    /// Reads a whole stripe, compares parity; rewrites it when `repair`.
+    /// Returns (mismatches, skipped) as 0/1 counts.
+    fn sync_stripe<E: Executor + ?Sized>(
+        &self,
+        exec: &mut E,
+        stripe: StripeIdx,
+        repair: bool,
+    ) -> Result<(u64, u64), RaidError> {
+        let _guard = self.locks.lock([stripe]);
+        for _ in 0..=self.geo.members() {
+            let view = self.view()?;
+            let n = self.geo.members();
+            if (0..n).any(|r| !view.usable(r, stripe)) {
+                return Ok((0, 1));
+            }
+            let cb = self.geo.chunk_bytes();
+            let off = self.member_offset(self.geo.stripe_member_block(stripe).0);
+            let pm = self.geo.parity_member(stripe).0;
+            let mut bufs: Vec<AlignedBuf> = (0..n).map(|_| self.take_scratch()).collect();
+            let ok = {
+                let mut ops = Vec::with_capacity(n);
+                for (r, b) in bufs.iter_mut().enumerate() {
+                    let m = view
+                        .member(r)
+                        .ok_or(RaidError::State("usable member missing"))?;
+                    ops.push(MemberOp::read(MemberIdx(r), m, off, &mut b[..cb]));
+                }
+                exec.execute(&mut ops);
+                !self.fail_from(&mut ops)?
+            };
+            if !ok {
+                self.give_scratch(bufs);
+                continue;
+            }
+            let mut fresh = self.take_scratch();
+            {
+                let srcs: Vec<&[u8]> = bufs
+                    .iter()
+                    .enumerate()
+                    .filter(|(r, _)| *r != pm)
+                    .map(|(_, b)| &b[..cb])
+                    .collect();
+                self.parity.xor_gen(&srcs, &mut fresh[..cb])?;
+            }
+            let mismatch = fresh[..cb] != bufs[pm][..cb];
+            let mut result = Ok((u64::from(mismatch), 0));
+            if mismatch && repair {
+                let m = view
+                    .member(pm)
+                    .ok_or(RaidError::State("usable member missing"))?;
+                let mut ops = [MemberOp::write(MemberIdx(pm), m, off, &fresh[..cb])];
+                exec.execute(&mut ops);
+                if let Err(e) = self.fail_from(&mut ops) {
+                    result = Err(e);
+                }
+            }
+            self.give_scratch(bufs.into_iter().chain([fresh]));
+            return result;
+        }
+        Err(RaidError::State("sync kept failing on changing members"))
+    }
+}

@@ -1,0 +1,418 @@
+//! Write path: any size and alignment of whole blocks.
+//!
+//! A request is cut per stripe. Each stripe gets a plan over its parity rows `[lo, hi)` (the
+//! hull of the rows it writes, in blocks within the chunk):
+//! - **full stripe** — every data row written: parity from the caller's buffers, no reads;
+//! - **read-modify-write** — read old data of the written rows and old parity:
+//!   `P' = P ^ D_old ^ D_new`;
+//! - **reconstruct-write** — read the unwritten data rows: `P' = XOR(all data, new or old)`;
+//!   RMW or RCW is chosen per stripe by which reads fewer blocks (ties go to RCW);
+//! - **degraded**: parity member missing → write data only; a missing data member that the
+//!   request does not touch → RMW; one it touches → read every survivor over `[lo, hi)`,
+//!   rebuild its old rows, then RCW (its new rows live on only through parity).
+//!
+//! Stripes are processed in rounds of up to [`ROUND_STRIPES`]: lock the round's stripes, mark
+//! the bitmap, one batch of reads, parity, one batch of writes, unlock. New data is written
+//! from the caller's buffer and XORed in place; only parity and old rows use scratch.
+//!
+//! Failures: a failed read marks the member failed and replans the round (the stripes stay
+//! locked). A failed write marks the member failed and the write still succeeds: parity was
+//! computed over the new data, so the lost member's rows are implied by it. A second loss
+//! stops the array with [`RaidError::ArrayFailed`].
+
+use std::sync::atomic::Ordering;
+
+use crate::error::RaidError;
+use crate::geometry::{ArrayBlock, MemberIdx, StripeIdx};
+use crate::io::{Executor, MemberOp};
+use crate::member::AlignedBuf;
+
+use super::{Array, View};
+
+/// Stripes per lock/read/write round.
+pub const ROUND_STRIPES: usize = 8;
+
+/// New data for one chunk of a stripe.
+#[derive(Debug, Clone, Copy)]
+struct ChunkWrite<'d> {
+    data_index: usize,
+    /// First row (block within the chunk).
+    start: u64,
+    /// One past the last row.
+    end: u64,
+    data: &'d [u8],
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Rcw,
+    Rmw,
+    DataOnly,
+    /// Missing data chunk `f` is written: rebuild its old rows first.
+    Reconstruct {
+        failed: usize,
+    },
+}
+
+#[derive(Debug)]
+struct Plan<'d> {
+    stripe: StripeIdx,
+    writes: Vec<ChunkWrite<'d>>,
+    lo: u64,
+    hi: u64,
+    mode: Mode,
+    full: bool,
+    /// Old rows `[lo, hi)` per data index (only those the mode reads or rebuilds).
+    old: Vec<Option<AlignedBuf>>,
+    parity: Option<AlignedBuf>,
+}
+
+impl Array {
+    /// Writes `data` (whole blocks) starting at block `start`. Returns once every member
+    /// write completed (durability needs [`Array::flush`]).
+    pub fn write<E: Executor + ?Sized>(
+        &self,
+        exec: &mut E,
+        start: ArrayBlock,
+        data: &[u8],
+    ) -> Result<(), RaidError> {
+        let blocks = self.blocks_of(data.len())?;
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        let segs: Vec<_> = self.geo.segments(start, blocks)?.collect();
+        self.view()?;
+        self.ensure_dirty()?;
+        let bs = self.geo.block_bytes();
+        // Group per stripe (segments come in logical order, so stripes are consecutive).
+        let mut stripes: Vec<(StripeIdx, Vec<ChunkWrite<'_>>)> = Vec::new();
+        for seg in segs {
+            let off = seg.request_offset as usize * bs;
+            let cw = ChunkWrite {
+                data_index: seg.at.data_index,
+                start: seg.at.offset_in_chunk,
+                end: seg.at.offset_in_chunk + seg.blocks,
+                data: &data[off..off + seg.blocks as usize * bs],
+            };
+            match stripes.last_mut() {
+                Some((s, v)) if *s == seg.at.stripe => v.push(cw),
+                _ => stripes.push((seg.at.stripe, vec![cw])),
+            }
+        }
+        for round in stripes.chunks(ROUND_STRIPES) {
+            self.write_round(exec, round)?;
+        }
+        Ok(())
+    }
+
+    /// Flushes every present member.
+    pub fn flush(&self) -> Result<(), RaidError> {
+        let view = self.view()?;
+        for (role, m) in view.members.iter().enumerate() {
+            if let Some(m) = m {
+                if let Err(e) = m.flush() {
+                    self.fail_member(MemberIdx(role), &e)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn write_round<E: Executor + ?Sized>(
+        &self,
+        exec: &mut E,
+        round: &[(StripeIdx, Vec<ChunkWrite<'_>>)],
+    ) -> Result<(), RaidError> {
+        let (first, last) = match (round.first(), round.last()) {
+            (Some(f), Some(l)) => (f.0 .0, l.0 .0),
+            _ => return Ok(()),
+        };
+        let _guard = self.locks.lock(round.iter().map(|(s, _)| *s));
+        self.bitmap.begin(self, first, last)?;
+        let result = self.write_round_locked(exec, round);
+        self.bitmap.end(first, last);
+        result
+    }
+
+    fn write_round_locked<E: Executor + ?Sized>(
+        &self,
+        exec: &mut E,
+        round: &[(StripeIdx, Vec<ChunkWrite<'_>>)],
+    ) -> Result<(), RaidError> {
+        let force_rcw = self.read_state().resync.is_some();
+        for _ in 0..=self.geo.members() {
+            let view = self.view()?;
+            let mut plans = Vec::with_capacity(round.len());
+            for (stripe, writes) in round {
+                plans.push(self.plan(&view, *stripe, writes, force_rcw)?);
+            }
+            let reads_ok = self.read_phase(exec, &view, &mut plans)?;
+            if !reads_ok {
+                self.release(plans);
+                continue;
+            }
+            for p in plans.iter_mut() {
+                self.compute(p)?;
+            }
+            let result = self.write_phase(exec, &view, &plans);
+            for p in &plans {
+                let c = &self.counters;
+                let counter = match (p.full, p.mode) {
+                    (true, Mode::Rcw) => &c.full_stripe,
+                    (_, Mode::Rcw) => &c.rcw,
+                    (_, Mode::Rmw) => &c.rmw,
+                    (_, Mode::DataOnly) => &c.data_only,
+                    (_, Mode::Reconstruct { .. }) => &c.reconstruct_write,
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+            self.release(plans);
+            return result;
+        }
+        Err(RaidError::State("write kept failing on changing members"))
+    }
+
+    fn release(&self, plans: Vec<Plan<'_>>) {
+        let bufs = plans
+            .into_iter()
+            .flat_map(|p| p.old.into_iter().flatten().chain(p.parity));
+        self.give_scratch(bufs);
+    }
+
+    fn plan<'d>(
+        &self,
+        view: &View,
+        stripe: StripeIdx,
+        writes: &[ChunkWrite<'d>],
+        force_rcw: bool,
+    ) -> Result<Plan<'d>, RaidError> {
+        let geo = &self.geo;
+        let dm = geo.data_members();
+        let cb = geo.chunk_blocks();
+        let lo = writes.iter().map(|w| w.start).min().unwrap_or(0);
+        let hi = writes.iter().map(|w| w.end).max().unwrap_or(0);
+        let rows = hi - lo;
+        let written: u64 = writes.iter().map(|w| w.end - w.start).sum();
+        let full = lo == 0 && hi == cb && written == dm as u64 * cb;
+        let pm = geo.parity_member(stripe).0;
+        let missing: Vec<usize> = (0..geo.members())
+            .filter(|&r| !view.usable(r, stripe))
+            .collect();
+        let mode = match missing.as_slice() {
+            [] if full || force_rcw => Mode::Rcw,
+            [] => {
+                let rmw_reads = written + rows;
+                let rcw_reads = dm as u64 * rows - written;
+                if rmw_reads < rcw_reads {
+                    Mode::Rmw
+                } else {
+                    Mode::Rcw
+                }
+            }
+            [m] if *m == pm => Mode::DataOnly,
+            [m] => {
+                let f = geo
+                    .data_index_of(stripe, MemberIdx(*m))
+                    .ok_or(RaidError::State("layout"))?;
+                match writes.iter().find(|w| w.data_index == f) {
+                    None => Mode::Rmw,
+                    Some(w) if w.start == lo && w.end == hi => Mode::Rcw,
+                    Some(_) => Mode::Reconstruct { failed: f },
+                }
+            }
+            _ => return self.two_holes(view),
+        };
+        let needs_old = |d: usize| -> bool {
+            let w = writes.iter().find(|w| w.data_index == d);
+            match mode {
+                Mode::DataOnly => false,
+                Mode::Rmw => w.is_some(),
+                Mode::Rcw => w.is_none_or(|w| w.start > lo || w.end < hi),
+                Mode::Reconstruct { .. } => true,
+            }
+        };
+        let old = (0..dm)
+            .map(|d| needs_old(d).then(|| self.take_scratch()))
+            .collect();
+        let parity = (mode != Mode::DataOnly).then(|| self.take_scratch());
+        Ok(Plan {
+            stripe,
+            writes: writes.to_vec(),
+            lo,
+            hi,
+            mode,
+            full,
+            old,
+            parity,
+        })
+    }
+
+    /// Issues every plan's reads in one batch. `Ok(false)` when a member failed (replan).
+    fn read_phase<E: Executor + ?Sized>(
+        &self,
+        exec: &mut E,
+        view: &View,
+        plans: &mut [Plan<'_>],
+    ) -> Result<bool, RaidError> {
+        let bs = self.geo.block_bytes();
+        let mut ops = Vec::new();
+        for p in plans.iter_mut() {
+            let base = self.geo.stripe_member_block(p.stripe).0;
+            let (lo, hi) = (p.lo, p.hi);
+            let off = |row: u64| self.member_offset(base + row);
+            let pm = self.geo.parity_member(p.stripe);
+            let failed = match p.mode {
+                Mode::Reconstruct { failed } => Some(failed),
+                _ => None,
+            };
+            if matches!(p.mode, Mode::Rmw | Mode::Reconstruct { .. }) {
+                if let (Some(buf), Some(m)) = (p.parity.as_mut(), view.member(pm.0)) {
+                    let len = (hi - lo) as usize * bs;
+                    ops.push(MemberOp::read(pm, m, off(lo), &mut buf[..len]));
+                }
+            }
+            for (d, old) in p.old.iter_mut().enumerate() {
+                let Some(old) = old.as_mut() else { continue };
+                if Some(d) == failed {
+                    continue;
+                }
+                let role = self.geo.data_member(p.stripe, d);
+                let m = view
+                    .member(role.0)
+                    .ok_or(RaidError::State("usable member missing"))?;
+                let w = p.writes.iter().find(|w| w.data_index == d);
+                // Row ranges to read, relative to `lo`.
+                let ranges: [(u64, u64); 2] = match (p.mode, w) {
+                    (Mode::Rmw, Some(w)) => [(w.start, w.end), (0, 0)],
+                    (Mode::Rcw, Some(w)) => [(lo, w.start), (w.end, hi)],
+                    _ => [(lo, hi), (0, 0)],
+                };
+                let mut rest = &mut old[..(hi - lo) as usize * bs];
+                let mut consumed = lo;
+                for (a, b) in ranges {
+                    if b <= a {
+                        continue;
+                    }
+                    let skip = (a - consumed) as usize * bs;
+                    let (_, tail) = rest.split_at_mut(skip);
+                    let (slice, tail) = tail.split_at_mut((b - a) as usize * bs);
+                    rest = tail;
+                    consumed = b;
+                    ops.push(MemberOp::read(role, m, off(a), slice));
+                }
+            }
+        }
+        exec.execute(&mut ops);
+        Ok(!self.fail_from(&mut ops)?)
+    }
+
+    /// Computes new parity (and, for `Reconstruct`, the missing chunk's old rows).
+    fn compute(&self, p: &mut Plan<'_>) -> Result<(), RaidError> {
+        let bs = self.geo.block_bytes();
+        let (lo, hi) = (p.lo, p.hi);
+        let len = (hi - lo) as usize * bs;
+        let Some(parity) = p.parity.as_mut() else {
+            return Ok(());
+        };
+        if let Mode::Reconstruct { failed } = p.mode {
+            let mut missing = p.old[failed].take().ok_or(RaidError::State("no buffer"))?;
+            {
+                let mut srcs: Vec<&[u8]> = vec![&parity[..len]];
+                for (d, o) in p.old.iter().enumerate() {
+                    if d != failed {
+                        srcs.push(&o.as_ref().ok_or(RaidError::State("no buffer"))?[..len]);
+                    }
+                }
+                self.parity.xor_gen(&srcs, &mut missing[..len])?;
+            }
+            p.old[failed] = Some(missing);
+        }
+        // Breakpoints: every interval between them has one source per chunk.
+        let mut cuts: Vec<u64> = vec![lo, hi];
+        for w in &p.writes {
+            cuts.push(w.start);
+            cuts.push(w.end);
+        }
+        cuts.sort_unstable();
+        cuts.dedup();
+        let rmw = p.mode == Mode::Rmw;
+        let mut srcs: Vec<&[u8]> = Vec::with_capacity(2 * self.geo.data_members());
+        for pair in cuts.windows(2) {
+            let (x, y) = (pair[0], pair[1]);
+            srcs.clear();
+            let rel = (x - lo) as usize * bs..(y - lo) as usize * bs;
+            for d in 0..self.geo.data_members() {
+                let w = p
+                    .writes
+                    .iter()
+                    .find(|w| w.data_index == d && w.start <= x && y <= w.end);
+                let new = w.map(|w| {
+                    let o = (x - w.start) as usize * bs;
+                    &w.data[o..o + (y - x) as usize * bs]
+                });
+                match (rmw, new) {
+                    (true, Some(n)) => {
+                        let old = p.old[d].as_ref().ok_or(RaidError::State("no old rows"))?;
+                        srcs.push(&old[rel.clone()]);
+                        srcs.push(n);
+                    }
+                    (true, None) => {}
+                    (false, Some(n)) => srcs.push(n),
+                    (false, None) => {
+                        let old = p.old[d].as_ref().ok_or(RaidError::State("no old rows"))?;
+                        srcs.push(&old[rel.clone()]);
+                    }
+                }
+            }
+            if rmw {
+                if !srcs.is_empty() {
+                    self.parity.xor_acc(&srcs, &mut parity[rel])?;
+                }
+            } else {
+                self.parity.xor_gen(&srcs, &mut parity[rel])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Issues every plan's writes in one batch.
+    fn write_phase<E: Executor + ?Sized>(
+        &self,
+        exec: &mut E,
+        view: &View,
+        plans: &[Plan<'_>],
+    ) -> Result<(), RaidError> {
+        let bs = self.geo.block_bytes();
+        let mut ops = Vec::new();
+        for p in plans {
+            let base = self.geo.stripe_member_block(p.stripe).0;
+            for w in &p.writes {
+                let role = self.geo.data_member(p.stripe, w.data_index);
+                if !view.usable(role.0, p.stripe) {
+                    continue;
+                }
+                if let Some(m) = view.member(role.0) {
+                    ops.push(MemberOp::write(
+                        role,
+                        m,
+                        self.member_offset(base + w.start),
+                        w.data,
+                    ));
+                }
+            }
+            let pm = self.geo.parity_member(p.stripe);
+            if let (Some(parity), true) = (p.parity.as_ref(), view.usable(pm.0, p.stripe)) {
+                if let Some(m) = view.member(pm.0) {
+                    let len = (p.hi - p.lo) as usize * bs;
+                    ops.push(MemberOp::write(
+                        pm,
+                        m,
+                        self.member_offset(base + p.lo),
+                        &parity[..len],
+                    ));
+                }
+            }
+        }
+        exec.execute(&mut ops);
+        self.fail_from(&mut ops)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,490 @@
+//! Members: the [`Member`] trait (one block device or file under the array), the in-memory
+//! member for tests, the seeded fault-injecting wrapper, and [`AlignedBuf`].
+//!
+//! Contract every implementation keeps:
+//! - `read_at`/`write_at` transfer exactly `buf.len()` bytes at byte `offset` or fail; an
+//!   access past `size_bytes()` is [`MemberError::OutOfRange`], never a short transfer;
+//! - a successful `write_at` followed by `flush` is durable;
+//! - members never keep the caller's buffer after returning (zero-copy: the array hands the
+//!   caller's pool buffers straight to members).
+//!
+//! Members are synchronous. Batching and overlap across members is the job of an
+//! [`crate::io::Executor`]: the io_uring executor uses [`Member::direct_fd`] to put many
+//! members' operations into one submission; members without a descriptor (in-memory,
+//! fault-injecting) run through `read_at`/`write_at`.
+
+use std::fmt;
+use std::os::fd::BorrowedFd;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::error::MemberError;
+
+/// One member device of an array.
+pub trait Member: Send + Sync + fmt::Debug {
+    /// Human-readable name (path or label) used in errors.
+    fn name(&self) -> &str;
+
+    /// Size in bytes.
+    fn size_bytes(&self) -> u64;
+
+    /// Reads `buf.len()` bytes at `offset`.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), MemberError>;
+
+    /// Writes `buf` at `offset`.
+    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), MemberError>;
+
+    /// Makes completed writes durable.
+    fn flush(&self) -> Result<(), MemberError>;
+
+    /// An O_DIRECT file descriptor an io_uring executor may use instead of
+    /// `read_at`/`write_at`, or `None` (the default) when operations must go through them.
+    fn direct_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
+
+    /// Alignment (bytes) that buffers, offsets and lengths need; 1 when any will do.
+    fn alignment(&self) -> usize {
+        1
+    }
+}
+
+pub(crate) fn check_range(m: &dyn Member, offset: u64, len: usize) -> Result<(), MemberError> {
+    let end = offset.checked_add(len as u64);
+    if end.is_none_or(|e| e > m.size_bytes()) {
+        return Err(MemberError::OutOfRange {
+            member: m.name().to_string(),
+            offset,
+            len,
+            size: m.size_bytes(),
+        });
+    }
+    Ok(())
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock means a panic elsewhere; the data (bytes, counters) stays usable.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Heap buffer whose start is aligned (for O_DIRECT), built without `unsafe`: it
+/// over-allocates and exposes the aligned window.
+pub struct AlignedBuf {
+    raw: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl AlignedBuf {
+    /// A zeroed buffer of `len` bytes aligned to `align` (a power of two).
+    pub fn new(len: usize, align: usize) -> Self {
+        let align = align.max(1).next_power_of_two();
+        let raw = vec![0u8; len + align];
+        let start = raw.as_ptr().align_offset(align).min(align);
+        AlignedBuf { raw, start, len }
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl std::ops::Deref for AlignedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.raw[self.start..self.start + self.len]
+    }
+}
+
+impl std::ops::DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.raw[self.start..self.start + self.len]
+    }
+}
+
+impl fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AlignedBuf({} bytes)", self.len)
+    }
+}
+
+/// In-memory member. Clones share the same bytes, so a test can "reboot" an array by
+/// assembling it again from clones of the members it had.
+#[derive(Clone)]
+pub struct MemMember {
+    name: Arc<str>,
+    bytes: Arc<Mutex<Vec<u8>>>,
+}
+
+impl MemMember {
+    /// A zero-filled member of `size` bytes.
+    pub fn new(name: &str, size: usize) -> Self {
+        MemMember {
+            name: name.into(),
+            bytes: Arc::new(Mutex::new(vec![0; size])),
+        }
+    }
+
+    /// A copy of the member's bytes.
+    pub fn snapshot(&self) -> Vec<u8> {
+        lock(&self.bytes).clone()
+    }
+
+    /// Overwrites bytes directly, bypassing everything (tests use it to corrupt media).
+    pub fn poke(&self, offset: usize, data: &[u8]) {
+        let mut b = lock(&self.bytes);
+        let end = (offset + data.len()).min(b.len());
+        if offset < end {
+            b[offset..end].copy_from_slice(&data[..end - offset]);
+        }
+    }
+}
+
+impl fmt::Debug for MemMember {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MemMember({})", self.name)
+    }
+}
+
+impl Member for MemMember {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn size_bytes(&self) -> u64 {
+        lock(&self.bytes).len() as u64
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), MemberError> {
+        check_range(self, offset, buf.len())?;
+        let b = lock(&self.bytes);
+        let o = offset as usize;
+        buf.copy_from_slice(&b[o..o + buf.len()]);
+        Ok(())
+    }
+
+    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), MemberError> {
+        check_range(self, offset, buf.len())?;
+        let mut b = lock(&self.bytes);
+        let o = offset as usize;
+        b[o..o + buf.len()].copy_from_slice(buf);
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<(), MemberError> {
+        Ok(())
+    }
+}
+
+/// Which operations a fault applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpKind {
+    /// Reads only.
+    Read,
+    /// Writes (and flushes) only.
+    Write,
+    /// Both.
+    Any,
+}
+
+impl OpKind {
+    fn matches(self, is_write: bool) -> bool {
+        match self {
+            OpKind::Read => !is_write,
+            OpKind::Write => is_write,
+            OpKind::Any => true,
+        }
+    }
+}
+
+/// A fault a [`FaultyMember`] injects.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fault {
+    /// EIO for operations of `kind` overlapping bytes `[start, end)`.
+    ErrorRange {
+        /// Which operations fail.
+        kind: OpKind,
+        /// First failing byte.
+        start: u64,
+        /// One past the last failing byte.
+        end: u64,
+    },
+    /// Every operation after the first `ops` succeeds fails with EIO.
+    FailAfter {
+        /// Operations that still succeed.
+        ops: u64,
+    },
+    /// Each operation fails with EIO with probability `per_million / 1e6` (seeded).
+    Random {
+        /// Failure probability in parts per million.
+        per_million: u32,
+    },
+    /// Each operation first sleeps this long (slow device).
+    Slow(Duration),
+    /// The device is gone: every operation fails with ENODEV.
+    Vanished,
+    /// Power loss: after `writes` more writes, writes are silently dropped (they report
+    /// success but never reach the media). Used to crash an array at a chosen point.
+    DropWritesAfter {
+        /// Writes that still reach the media.
+        writes: u64,
+    },
+}
+
+#[derive(Debug)]
+struct FaultState {
+    faults: Vec<Fault>,
+    ops: u64,
+    writes: u64,
+    rng: u64,
+    injected: u64,
+}
+
+/// Shared control of a [`FaultyMember`]'s faults; cloneable, usable while the array runs.
+#[derive(Debug, Clone)]
+pub struct FaultHandle(Arc<Mutex<FaultState>>);
+
+impl FaultHandle {
+    /// Adds a fault. Operation counters for `FailAfter`/`DropWritesAfter` start now.
+    pub fn inject(&self, fault: Fault) {
+        let mut s = lock(&self.0);
+        s.ops = 0;
+        s.writes = 0;
+        s.faults.push(fault);
+    }
+
+    /// Removes every fault.
+    pub fn clear(&self) {
+        lock(&self.0).faults.clear();
+    }
+
+    /// How many operations have failed or been dropped by injection.
+    pub fn injected(&self) -> u64 {
+        lock(&self.0).injected
+    }
+}
+
+/// Wraps any member and injects [`Fault`]s, deterministically for a given seed.
+#[derive(Debug)]
+pub struct FaultyMember {
+    inner: Arc<dyn Member>,
+    state: FaultHandle,
+}
+
+enum Verdict {
+    Pass,
+    Fail(MemberError),
+    Drop,
+}
+
+impl FaultyMember {
+    /// Wraps `inner`; `seed` drives [`Fault::Random`].
+    pub fn new(inner: Arc<dyn Member>, seed: u64) -> Self {
+        FaultyMember {
+            inner,
+            state: FaultHandle(Arc::new(Mutex::new(FaultState {
+                faults: Vec::new(),
+                ops: 0,
+                writes: 0,
+                rng: seed | 1,
+                injected: 0,
+            }))),
+        }
+    }
+
+    /// Handle to change faults later.
+    pub fn handle(&self) -> FaultHandle {
+        self.state.clone()
+    }
+
+    fn judge(&self, offset: u64, len: usize, is_write: bool) -> Verdict {
+        let mut sleep = None;
+        let verdict = {
+            let mut s = lock(&self.state.0);
+            s.ops += 1;
+            if is_write {
+                s.writes += 1;
+            }
+            let (ops, writes) = (s.ops, s.writes);
+            let end = offset + len as u64;
+            let mut verdict = Verdict::Pass;
+            for f in s.faults.clone() {
+                let name = self.inner.name().to_string();
+                let eio = || MemberError::Injected {
+                    member: name.clone(),
+                    offset,
+                };
+                match f {
+                    Fault::ErrorRange {
+                        kind,
+                        start,
+                        end: e,
+                    } => {
+                        if kind.matches(is_write) && offset < e && start < end {
+                            verdict = Verdict::Fail(eio());
+                        }
+                    }
+                    Fault::FailAfter { ops: n } => {
+                        if ops > n {
+                            verdict = Verdict::Fail(eio());
+                        }
+                    }
+                    Fault::Random { per_million } => {
+                        s.rng ^= s.rng << 13;
+                        s.rng ^= s.rng >> 7;
+                        s.rng ^= s.rng << 17;
+                        if s.rng % 1_000_000 < u64::from(per_million) {
+                            verdict = Verdict::Fail(eio());
+                        }
+                    }
+                    Fault::Slow(d) => sleep = Some(d),
+                    Fault::Vanished => {
+                        verdict = Verdict::Fail(MemberError::Vanished {
+                            member: name.clone(),
+                        })
+                    }
+                    Fault::DropWritesAfter { writes: n } => {
+                        if is_write && writes > n && matches!(verdict, Verdict::Pass) {
+                            verdict = Verdict::Drop;
+                        }
+                    }
+                }
+                if matches!(verdict, Verdict::Fail(_)) {
+                    break;
+                }
+            }
+            if !matches!(verdict, Verdict::Pass) {
+                s.injected += 1;
+            }
+            verdict
+        };
+        if let Some(d) = sleep {
+            std::thread::sleep(d);
+        }
+        verdict
+    }
+}
+
+impl Member for FaultyMember {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), MemberError> {
+        match self.judge(offset, buf.len(), false) {
+            Verdict::Fail(e) => Err(e),
+            _ => self.inner.read_at(offset, buf),
+        }
+    }
+
+    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), MemberError> {
+        match self.judge(offset, buf.len(), true) {
+            Verdict::Fail(e) => Err(e),
+            Verdict::Drop => check_range(self, offset, buf.len()),
+            Verdict::Pass => self.inner.write_at(offset, buf),
+        }
+    }
+
+    fn flush(&self) -> Result<(), MemberError> {
+        match self.judge(0, 0, true) {
+            Verdict::Fail(e) => Err(e),
+            _ => self.inner.flush(),
+        }
+    }
+
+    fn alignment(&self) -> usize {
+        self.inner.alignment()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mem_member_round_trip_and_bounds() {
+        let m = MemMember::new("m0", 8192);
+        m.write_at(100, b"hello").unwrap();
+        let mut b = [0u8; 5];
+        m.read_at(100, &mut b).unwrap();
+        assert_eq!(&b, b"hello");
+        assert!(matches!(
+            m.write_at(8190, b"abc"),
+            Err(MemberError::OutOfRange { .. })
+        ));
+        assert!(m.read_at(u64::MAX, &mut b).is_err());
+        let clone = m.clone();
+        clone.write_at(0, b"x").unwrap();
+        assert_eq!(m.snapshot()[0], b'x');
+    }
+
+    #[test]
+    fn faults_inject_as_configured() {
+        let inner: Arc<dyn Member> = Arc::new(MemMember::new("m", 1 << 16));
+        let f = FaultyMember::new(inner.clone(), 7);
+        let h = f.handle();
+        let mut b = [0u8; 512];
+        h.inject(Fault::ErrorRange {
+            kind: OpKind::Read,
+            start: 4096,
+            end: 8192,
+        });
+        assert!(f.read_at(4000, &mut b).is_err(), "overlaps the range");
+        assert!(f.read_at(8192, &mut b).is_ok());
+        assert!(f.write_at(4096, &b).is_ok(), "writes not affected");
+        h.clear();
+        h.inject(Fault::FailAfter { ops: 2 });
+        assert!(f.read_at(0, &mut b).is_ok());
+        assert!(f.read_at(0, &mut b).is_ok());
+        assert!(f.read_at(0, &mut b).is_err());
+        h.clear();
+        h.inject(Fault::Vanished);
+        assert!(matches!(f.flush(), Err(MemberError::Vanished { .. })));
+        h.clear();
+        h.inject(Fault::DropWritesAfter { writes: 1 });
+        f.write_at(0, &[1; 512]).unwrap();
+        f.write_at(512, &[2; 512]).unwrap();
+        inner.read_at(0, &mut b).unwrap();
+        assert_eq!(b, [1; 512]);
+        inner.read_at(512, &mut b).unwrap();
+        assert_eq!(b, [0; 512], "second write was dropped");
+        assert!(h.injected() >= 4);
+    }
+
+    #[test]
+    fn random_faults_are_seeded() {
+        let run = |seed| {
+            let f = FaultyMember::new(Arc::new(MemMember::new("m", 4096)), seed);
+            f.handle().inject(Fault::Random {
+                per_million: 300_000,
+            });
+            let mut b = [0u8; 8];
+            (0..200)
+                .map(|_| f.read_at(0, &mut b).is_ok())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(run(1), run(1));
+        assert_ne!(run(1), run(2));
+        let fails = run(3).iter().filter(|ok| !**ok).count();
+        assert!((20..120).contains(&fails), "about 30% fail: {fails}");
+    }
+
+    #[test]
+    fn aligned_buf_is_aligned() {
+        for len in [0, 1, 4096, 10000] {
+            let b = AlignedBuf::new(len, 4096);
+            assert_eq!(b.len(), len);
+            assert_eq!(b.as_ptr() as usize % 4096, 0);
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! The crate's `unsafe` room: SIMD XOR kernels, the io_uring executor, and (feature `isal`)
+//! the ISA-L declarations used by the parity benchmark. Everything else in the crate is safe
+//! code; each submodule states the invariants its `unsafe` blocks rely on.
+
+pub mod xor;
+
+pub mod uring;
+
+#[cfg(feature = "isal")]
+pub mod isal;
