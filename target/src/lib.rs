@@ -1,1 +1,8 @@
-//! The raidline target daemon. Not implemented yet (issue 9).
+//! The raidline NVMe-oF target: subsystems, controllers and the I/O path.
+//!
+//! The protocol core here is sans-IO (after quinn-proto): the registry decides Connects, each
+//! controller is a state machine that takes parsed commands and `now` and hands back what to
+//! do. The daemon around it (fabric, pollers, RAID, management) is not written yet (issue 9).
+
+pub mod registry;
+pub mod subsystem;
