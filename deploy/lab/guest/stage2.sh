@@ -20,13 +20,14 @@ mount -t tmpfs -o mode=0755 tmpfs /run
 mkdir -p /run/lock /var/tmp
 [ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
 
-role=solo ip= peer= mtu=1500
+role=solo ip= peer= mtu=1500 drives=0
 for arg in $(cat /proc/cmdline); do
   case "$arg" in
     lab.role=*) role=${arg#lab.role=} ;;
     lab.ip=*) ip=${arg#lab.ip=} ;;
     lab.peer=*) peer=${arg#lab.peer=} ;;
     lab.mtu=*) mtu=${arg#lab.mtu=} ;;
+    lab.drives=*) drives=${arg#lab.drives=} ;;
   esac
 done
 stty -F "$out" raw -echo 2>/dev/null
@@ -45,7 +46,7 @@ else
   say "no eth0 (virtio_net did not probe)"
 fi
 
-export LAB_ROLE=$role LAB_IP=$ip LAB_PEER_IP=$peer LAB_MTU=$mtu LAB_RUN=/lab/run
+export LAB_ROLE=$role LAB_IP=$ip LAB_PEER_IP=$peer LAB_MTU=$mtu LAB_DRIVES=$drives LAB_RUN=/lab/run
 export LAB_DIR=${0%/guest/stage2.sh}
 
 if [ ! -r "/lab/run/$role.cmd" ]; then

@@ -1,0 +1,144 @@
+# Helpers for commands that run inside a lab guest (deploy/lab/run). Source it:
+#     . "$LAB_DIR/guest/lib.sh"
+# or call one function directly: deploy/lab/guest/lib.sh lab_rxe_up eth0
+# Every function prints what it did on stderr and returns non-zero (with a message) on failure;
+# none of them exits the caller's shell.
+
+LAB_DIR=${LAB_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+LAB_RUN=${LAB_RUN:-/lab/run}
+lab_log() { echo "lab[${LAB_ROLE:-?}]: $*" >&2; }
+lab_fail() { echo "lab[${LAB_ROLE:-?}]: FAIL: $*" >&2; return 1; }
+
+# lab_modules MOD...: load kernel modules (there is no udev in the guest to do it).
+lab_modules() {
+  local m
+  for m in "$@"; do modprobe "$m" || { lab_fail "modprobe $m"; return 1; }; done
+  # configfs is a module in Debian's kernel: mount it once it is there.
+  if [ -d /sys/kernel/config ] && ! mountpoint -q /sys/kernel/config; then
+    mount -t configfs configfs /sys/kernel/config || { lab_fail "cannot mount configfs"; return 1; }
+  fi
+}
+
+# lab_rxe_up [NETDEV] [WAIT_SECS]: create the soft-RoCE device on NETDEV (default eth0) with
+# deploy/rxe-setup and wait for its RoCE v2 GID. Sets LAB_RXE (device name) and LAB_GID_INDEX.
+lab_rxe_up() {
+  local netdev=${1:-eth0} wait_s=${2:-30} line
+  line=$("$LAB_DIR/../rxe-setup" add "$netdev" --wait "$wait_s" | tail -n1) || {
+    lab_fail "rxe on $netdev did not come up"; return 1; }
+  lab_log "$line"
+  LAB_RXE=$(awk '{ print $2 }' <<< "$line")
+  LAB_GID_INDEX=$(awk '{ for (i = 1; i < NF; i++) if ($i == "index") print $(i + 1) }' <<< "$line")
+  export LAB_RXE LAB_GID_INDEX
+  [ -n "$LAB_RXE" ] && [ -n "$LAB_GID_INDEX" ] || { lab_fail "cannot parse: $line"; return 1; }
+}
+
+# lab_nvme_timeouts [SECS]: lower nvme_core's admin_timeout (default 60 s, 10 s here) so that a
+# target that never answers a Connect fails `nvme connect` quickly instead of blocking it.
+lab_nvme_timeouts() {
+  local secs=${1:-10} p=/sys/module/nvme_core/parameters/admin_timeout
+  lab_modules nvme_core || return 1
+  echo "$secs" > "$p" || { lab_fail "cannot write $p"; return 1; }
+  lab_log "nvme_core admin_timeout=$(cat "$p")s"
+}
+
+# lab_hostnqn: make sure /etc/nvme/hostnqn and /etc/nvme/hostid exist (nvme-cli needs them).
+lab_hostnqn() {
+  mkdir -p /etc/nvme
+  if [ ! -s /etc/nvme/hostnqn ]; then
+    nvme gen-hostnqn > /etc/nvme/hostnqn || { lab_fail "nvme gen-hostnqn"; return 1; }
+  fi
+  if [ ! -s /etc/nvme/hostid ]; then
+    sed -n 's/.*uuid:\(.*\)/\1/p' /etc/nvme/hostnqn > /etc/nvme/hostid
+    [ -s /etc/nvme/hostid ] || cat /proc/sys/kernel/random/uuid > /etc/nvme/hostid
+  fi
+  lab_log "host NQN $(cat /etc/nvme/hostnqn)"
+}
+
+# lab_nvme_dev NQN [WAIT_SECS]: print the block device (/dev/nvmeXnY) of namespace 1 of the
+# subsystem NQN once it exists: a fabrics subsystem after `nvme connect`, or an emulated drive.
+lab_nvme_dev() {
+  local nqn=$1 wait_s=${2:-30} i b n
+  for ((i = 0; i <= wait_s * 10; i++)); do
+    for b in /sys/block/nvme*n1; do
+      n=${b##*/}
+      # nvmeXcYnZ are the hidden per-path disks of native multipath; users see the head nvmeXnZ.
+      [[ $n =~ c[0-9]+n ]] && continue
+      [ "$(cat "$b/device/subsysnqn" 2>/dev/null)" = "$nqn" ] && [ -b "/dev/$n" ] || continue
+      echo "/dev/$n"
+      return 0
+    done
+    sleep 0.1
+  done
+  lab_fail "no block device for subsystem $nqn after ${wait_s}s"
+}
+
+# lab_nvme_drives [COUNT]: load the PCIe NVMe driver and print the emulated drives' devices in
+# order (qemu names drive i's subsystem nqn.2019-08.org.qemu:labnvme<i>). COUNT defaults to
+# $LAB_DRIVES, the number deploy/lab/run --drives attached.
+lab_nvme_drives() {
+  local count=${1:-${LAB_DRIVES:-0}} i
+  [ "$count" -gt 0 ] || { lab_fail "no emulated NVMe drives in this guest (deploy/lab/run --drives N)"; return 1; }
+  lab_modules nvme || return 1
+  for ((i = 0; i < count; i++)); do
+    lab_nvme_dev "nqn.2019-08.org.qemu:labnvme$i" 30 || return 1
+  done
+}
+
+# lab_signal NAME / lab_wait NAME [WAIT_SECS]: a flag in the run share, seen by both guests of a
+# --pair run (the share is not cached). lab_wait fails when the flag does not appear in time.
+lab_signal() { mkdir -p "$LAB_RUN/sync" && : > "$LAB_RUN/sync/$1"; }
+lab_wait() {
+  local i wait_s=${2:-120}
+  for ((i = 0; i <= wait_s * 10; i++)); do
+    [ -e "$LAB_RUN/sync/$1" ] && return 0
+    sleep 0.1
+  done
+  lab_fail "waited ${wait_s}s for '$1' from the peer guest"
+}
+
+# lab_fio LABEL DEVICE JOB...: run the shared fio jobs (deploy/lab/fio/JOB.fio) on DEVICE, keep
+# each JSON result in $LAB_RUN/fio/LABEL-JOB.json and append one table row per job to
+# $LAB_RUN/fio-table.txt (see lab_fio_row). The jobs take FIO_RUNTIME (seconds, default 15) and
+# FIO_VERIFY_SIZE (default 256m) from the environment.
+lab_fio() {
+  local label=$1 dev=$2 job json
+  shift 2
+  mkdir -p "$LAB_RUN/fio"
+  for job in "$@"; do
+    [ -r "$LAB_DIR/fio/$job.fio" ] || { lab_fail "no fio job $job"; return 1; }
+    json=$LAB_RUN/fio/$label-$job.json
+    lab_log "fio $job on $dev ($label)"
+    FIO_DEV=$dev FIO_RUNTIME=${FIO_RUNTIME:-15} FIO_VERIFY_SIZE=${FIO_VERIFY_SIZE:-256m} \
+      fio --eta=never --output-format=json --output="$json" "$LAB_DIR/fio/$job.fio" ||
+      { lab_fail "fio $job on $dev"; jq -r '.jobs[]?.error' "$json" 2>/dev/null >&2; return 1; }
+    lab_fio_row "$label" "$job" "$json" | tee -a "$LAB_RUN/fio-table.txt" >&2
+  done
+}
+
+# lab_fio_header: the header of the rows lab_fio_row prints.
+lab_fio_header() {
+  printf '%-12s %-16s %9s %9s %12s %6s\n' target job IOPS MiB/s "p99 lat(us)" errors
+}
+
+# lab_fio_row LABEL JOB JSON: one row: IOPS, MiB/s and p99 completion latency (read and write
+# summed / worst of both), from fio's JSON output.
+lab_fio_row() {
+  jq -r --arg lbl "$1" --arg job "$2" '
+    [.jobs[] | .read, .write] as $d
+    | ($d | map(.iops) | add) as $iops
+    | ($d | map(.bw_bytes) | add) as $bw
+    | ($d | map(.clat_ns.percentile["99.000000"] // 0) | max) as $p99
+    | ([.jobs[].error] | add) as $err
+    | "\($lbl)\t\($job)\t\($iops | floor)\t\($bw / 1048576 * 10 | floor / 10)\t\($p99 / 1000 | floor)\t\($err)"' "$3" |
+  while IFS=$'\t' read -r l j i b p e; do
+    printf '%-12s %-16s %9s %9s %12s %6s\n' "$l" "$j" "$i" "$b" "$p" "$e"
+  done
+}
+
+# Called as a program: run the named function.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  set -euo pipefail
+  [ $# -ge 1 ] || { echo "usage: guest/lib.sh FUNCTION [ARG...]" >&2; exit 2; }
+  declare -F "$1" >/dev/null || { echo "guest/lib.sh: no function $1" >&2; exit 2; }
+  "$@"
+fi

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The reference target, run inside a lab guest: md RAID-5 over the emulated NVMe drives, served by
+# the kernel's own NVMe-oF target (nvmet + nvmet-rdma, configured through configfs) on the guest's
+# soft-RoCE device. Every lab measurement of raidline runs the same fio jobs against this target.
+#
+#   ref-target.sh start [--addr IP] [--port PORT] [--nqn NQN] [--chunk KiB]
+#       create /dev/md/ref (RAID-5, --assume-clean) over all $LAB_DRIVES drives (at least 3),
+#       export it as namespace 1 of NQN on an RDMA port at IP:PORT (default $LAB_IP:4420)
+#   ref-target.sh stop [--nqn NQN]
+#       remove the port, subsystem and array again
+usage="usage: ref-target.sh start [--addr IP] [--port PORT] [--nqn NQN] [--chunk KiB] | stop [--nqn NQN]"
+set -euo pipefail
+
+lab=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=deploy/lab/guest/lib.sh
+. "$lab/guest/lib.sh"
+die() { echo "ref-target: error: $*" >&2; exit 2; }
+
+[ $# -ge 1 ] || die "$usage"
+action=$1; shift
+addr=${LAB_IP:-} port=4420 nqn=nqn.2026-11.io.raidline:ref-md5 chunk=64
+while [ $# -gt 0 ]; do
+  [ $# -ge 2 ] || die "$1 needs a value
+$usage"
+  case "$1" in
+    --addr) addr=$2 ;; --port) port=$2 ;; --nqn) nqn=$2 ;; --chunk) chunk=$2 ;;
+    *) die "unknown option $1
+$usage" ;;
+  esac
+  shift 2
+done
+
+cfg=/sys/kernel/config/nvmet
+sub=$cfg/subsystems/$nqn
+md=/dev/md/ref
+# One port per address and service id; its configfs name is a number.
+portdir=$cfg/ports/$port
+
+case "$action" in
+  start)
+    [ -n "$addr" ] || die "no --addr and no \$LAB_IP"
+    mapfile -t drives < <(lab_nvme_drives)
+    [ "${#drives[@]}" -ge 3 ] || die "RAID-5 needs at least 3 drives, have ${#drives[@]} (deploy/lab/run --drives N)"
+    lab_modules raid456 nvmet nvmet-rdma
+    [ -n "${LAB_RXE:-}" ] || lab_rxe_up
+
+    # No udev: mdadm makes the device node itself. --assume-clean skips the initial resync,
+    # which would take minutes under TCG (parity is brought up to date by the first writes).
+    mkdir -p /dev/md
+    mdadm --create "$md" --run --quiet --level=5 --raid-devices="${#drives[@]}" --chunk="$chunk" \
+      --assume-clean --metadata=1.2 --bitmap=none "${drives[@]}" ||
+      die "mdadm --create over ${drives[*]} failed"
+    lab_log "$md: RAID-5 over ${drives[*]}, chunk ${chunk} KiB, $(($(blockdev --getsize64 "$md") / 1048576)) MiB"
+
+    mkdir "$sub" || die "cannot create subsystem $nqn (already started?)"
+    echo 1 > "$sub/attr_allow_any_host"
+    echo "raidline-ref-md5" > "$sub/attr_serial" 2>/dev/null || true
+    mkdir "$sub/namespaces/1"
+    echo "$(readlink -f "$md")" > "$sub/namespaces/1/device_path"
+    # A fixed UUID: the host drops a namespace whose identifiers change across reconnects.
+    echo 5f0c8d1e-6a2b-4c3d-9e4f-0a1b2c3d4e5f > "$sub/namespaces/1/device_uuid"
+    echo 1 > "$sub/namespaces/1/enable" || die "cannot enable namespace 1 on $(readlink -f "$md")"
+
+    mkdir -p "$portdir"
+    echo rdma > "$portdir/addr_trtype"
+    echo ipv4 > "$portdir/addr_adrfam"
+    echo "$addr" > "$portdir/addr_traddr"
+    echo "$port" > "$portdir/addr_trsvcid"
+    ln -s "$sub" "$portdir/subsystems/$nqn" || die "cannot bind $nqn to rdma $addr:$port (see dmesg)"
+    lab_log "kernel target: $nqn on rdma $addr:$port via ${LAB_RXE}"
+    ;;
+  stop)
+    [ ! -L "$portdir/subsystems/$nqn" ] || rm "$portdir/subsystems/$nqn"
+    [ ! -d "$portdir" ] || [ -n "$(ls -A "$portdir/subsystems")" ] || rmdir "$portdir"
+    if [ -d "$sub" ]; then
+      [ ! -d "$sub/namespaces/1" ] || { echo 0 > "$sub/namespaces/1/enable"; rmdir "$sub/namespaces/1"; }
+      rmdir "$sub"
+    fi
+    [ ! -e "$md" ] || mdadm --stop --quiet "$md" || die "mdadm --stop $md failed"
+    lab_log "kernel target stopped"
+    ;;
+  *) die "unknown action $action
+$usage" ;;
+esac
