@@ -2,7 +2,10 @@
 //!
 //! The protocol core here is sans-IO (after quinn-proto): the registry decides Connects, each
 //! controller is a state machine that takes parsed commands and `now` and hands back what to
-//! do. The daemon around it (fabric, pollers, RAID, management) is not written yet (issue 9).
+//! do, and I/O commands are validated into requests before anything touches storage. The
+//! daemon around it (fabric, pollers, RAID, management) is not written yet (issue 9).
 
+pub mod io;
 pub mod registry;
+pub mod status;
 pub mod subsystem;
