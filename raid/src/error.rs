@@ -245,6 +245,14 @@ pub enum RaidError {
         /// Block size.
         block: usize,
     },
+    /// The buffer's address is not aligned as the members' direct I/O needs.
+    #[error("buffer address {addr:#x} is not aligned to {align} bytes (members use direct I/O)")]
+    Misaligned {
+        /// Buffer address.
+        addr: usize,
+        /// Alignment needed.
+        align: usize,
+    },
     /// Parity engine misuse (an internal bug if it ever appears).
     #[error(transparent)]
     Parity(#[from] ParityError),

@@ -32,9 +32,12 @@ pub use error::{
 };
 pub use geometry::{ArrayBlock, BlockSize, ChunkSize, Geometry, MemberBlock, MemberIdx, StripeIdx};
 pub use io::{Executor, MemberOp, OpBuf, SyncExecutor};
-pub use member::{AlignedBuf, Fault, FaultHandle, FaultyMember, MemMember, Member, OpKind};
+pub use member::{
+    AlignedBuf, Fault, FaultHandle, FaultyMember, MemMember, Member, OpKind, PowerSwitch,
+};
 pub use parity::{CpuXor, ParityEngine, SimdLevel};
 pub use superblock::Uuid;
+pub use sys::buf::{BufferArena, IoBuf};
 pub use sys::uring::{FileMember, UringExecutor};
 
 /// Most members an array may have (the superblock's member table size).

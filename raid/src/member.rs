@@ -235,6 +235,39 @@ pub enum Fault {
         /// Writes that still reach the media.
         writes: u64,
     },
+    /// Power loss shared by several members: every write, on any member sharing the
+    /// switch, spends one unit of its budget; once spent, writes are silently dropped.
+    PowerLoss(PowerSwitch),
+}
+
+/// A write budget shared by members, modelling one power loss across a whole machine:
+/// writes before the cut reach the media, writes after it do not.
+#[derive(Debug, Clone)]
+pub struct PowerSwitch(Arc<std::sync::atomic::AtomicI64>);
+
+impl PowerSwitch {
+    /// Power fails after `writes` more writes.
+    pub fn after(writes: u64) -> Self {
+        PowerSwitch(Arc::new(std::sync::atomic::AtomicI64::new(
+            writes.min(i64::MAX as u64) as i64,
+        )))
+    }
+
+    /// Whether the power has failed.
+    pub fn is_cut(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst) < 0
+    }
+
+    /// Spends one write; `false` when it is past the cut.
+    fn spend(&self) -> bool {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) > 0
+    }
+}
+
+impl PartialEq for PowerSwitch {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 #[derive(Debug)]
@@ -351,6 +384,15 @@ impl FaultyMember {
                     }
                     Fault::DropWritesAfter { writes: n } => {
                         if is_write && writes > n && matches!(verdict, Verdict::Pass) {
+                            verdict = Verdict::Drop;
+                        }
+                    }
+                    Fault::PowerLoss(switch) => {
+                        if is_write
+                            && len > 0
+                            && !switch.spend()
+                            && matches!(verdict, Verdict::Pass)
+                        {
                             verdict = Verdict::Drop;
                         }
                     }

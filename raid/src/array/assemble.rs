@@ -2,8 +2,9 @@
 //!
 //! Assembly takes members in any order. It reads every superblock and refuses, each with a
 //! [`Refused`] naming the member and the reason: unreadable or invalid superblocks, members
-//! of another array (foreign), members with a lower event count than the newest (stale —
-//! they missed a failure or other update), members the newest member table marks failed or
+//! of another array (foreign), members more than one event behind the newest (stale —
+//! they missed updates; exactly one behind is a torn last update, accepted unless the
+//! table says otherwise), members the newest member table marks failed or
 //! whose identity does not match the table (replaced), duplicates, and geometry mismatches.
 //! The newest superblock's member table is the truth; roles it lists as active but that no
 //! acceptable member holds become failed. Two or more missing roles: the array does not
@@ -254,6 +255,7 @@ impl Array {
             .collect();
         let mut spares = Vec::new();
         let mut names: Vec<Option<String>> = vec![None; newest.members];
+        let mut any_dirty = newest.dirty;
         for (m, sb) in mine {
             let same_geometry = sb.members == newest.members
                 && sb.chunk == newest.chunk
@@ -264,7 +266,10 @@ impl Array {
                 refuse(&mut refused, &m, RefuseReason::GeometryMismatch);
                 continue;
             }
-            if sb.events < newest.events {
+            // One update behind is a torn update (power lost while superblocks were being
+            // written); the member table decides below whether the member missed something
+            // that matters (it was marked failed or replaced). Further behind is stale.
+            if sb.events + 1 < newest.events {
                 refuse(
                     &mut refused,
                     &m,
@@ -279,6 +284,7 @@ impl Array {
                 refuse(&mut refused, &m, RefuseReason::GeometryMismatch);
                 continue;
             }
+            let was_dirty = sb.dirty;
             match sb.role {
                 Role::Spare => spares.push((m, sb.member_uuid)),
                 Role::Active(r) => {
@@ -300,6 +306,7 @@ impl Array {
                     } else {
                         names[r] = Some(m.name().to_string());
                         slots[r].member = Some(m);
+                        any_dirty |= was_dirty;
                     }
                 }
             }
@@ -336,13 +343,14 @@ impl Array {
                 }
             }
         }
-        let resync_pending = newest.dirty && !degraded;
-        let write_hole_exposed = newest.dirty && degraded;
+        let dirty = any_dirty;
+        let resync_pending = dirty && !degraded;
+        let write_hole_exposed = dirty && degraded;
         let inner = Inner {
             slots,
             spares,
             events: newest.events,
-            dirty: newest.dirty,
+            dirty,
             failed: None,
             rebuild,
             resync: if resync_pending { Some(0) } else { None },

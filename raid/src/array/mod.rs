@@ -267,6 +267,8 @@ impl Array {
     /// Marks the array clean on every member after clearing the bitmap. Call when no
     /// request is in flight (shutdown); a later assembly then needs no resync.
     pub fn stop(&self) -> Result<(), RaidError> {
+        // Data first, then the bitmap and the clean flag, so "clean" never precedes data.
+        self.flush()?;
         self.bitmap.clear_idle(self)?;
         let mut st = self.write_state();
         if st.failed.is_some() {

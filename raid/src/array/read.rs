@@ -28,6 +28,7 @@ impl Array {
         buf: &mut [u8],
     ) -> Result<(), RaidError> {
         let blocks = self.blocks_of(buf.len())?;
+        self.check_alignment(buf.as_ptr() as usize)?;
         self.counters.reads.fetch_add(1, Ordering::Relaxed);
         let segs: Vec<Segment> = self.geo.segments(start, blocks)?.collect();
         for _ in 0..=self.geo.members() {
@@ -37,6 +38,25 @@ impl Array {
             }
         }
         Err(RaidError::State("read kept failing on changing members"))
+    }
+
+    /// Checks that a request buffer's address suits every member (O_DIRECT members need
+    /// their logical block alignment). Checked up front so a caller's mistake never looks
+    /// like a member failure.
+    pub(crate) fn check_alignment(&self, addr: usize) -> Result<(), RaidError> {
+        let st = self.read_state();
+        let align = st
+            .slots
+            .iter()
+            .filter_map(|s| s.member.as_ref())
+            .map(|m| m.alignment())
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        if !addr.is_multiple_of(align) {
+            return Err(RaidError::Misaligned { addr, align });
+        }
+        Ok(())
     }
 
     /// Checks a request buffer: a non-zero whole number of blocks. Returns the block count.

@@ -77,6 +77,7 @@ impl Array {
         data: &[u8],
     ) -> Result<(), RaidError> {
         let blocks = self.blocks_of(data.len())?;
+        self.check_alignment(data.as_ptr() as usize)?;
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
         let segs: Vec<_> = self.geo.segments(start, blocks)?.collect();
         self.view()?;

@@ -19,7 +19,7 @@ pub struct IsalError(pub i32);
 /// fits in `c_int`; anything else is refused before calling C.
 pub fn isal_xor_gen(srcs: &[&[u8]], dst: &mut [u8]) -> Result<(), IsalError> {
     let len = dst.len();
-    if srcs.len() < 2 || len % 32 != 0 || srcs.iter().any(|s| s.len() != len) {
+    if srcs.len() < 2 || !len.is_multiple_of(32) || srcs.iter().any(|s| s.len() != len) {
         return Err(IsalError(-1));
     }
     let len_c = c_int::try_from(len).map_err(|_| IsalError(-1))?;

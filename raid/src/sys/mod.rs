@@ -2,6 +2,8 @@
 //! the ISA-L declarations used by the parity benchmark. Everything else in the crate is safe
 //! code; each submodule states the invariants its `unsafe` blocks rely on.
 
+pub mod buf;
+
 pub mod xor;
 
 pub mod uring;

@@ -25,7 +25,11 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
+use std::sync::Arc;
+
 use io_uring::{opcode, types, IoUring};
+
+use super::buf::BufferArena;
 
 use crate::error::MemberError;
 use crate::io::{Executor, MemberOp, OpBuf};
@@ -133,9 +137,15 @@ struct Region {
 }
 
 /// io_uring executor: one ring, owned by one thread.
+///
+/// Field order matters: `ring` drops (and the kernel drops its registration) before
+/// `arenas` release the memory. No operation is ever in flight when it drops (`execute`
+/// returns only after reaping everything it submitted).
 pub struct UringExecutor {
     ring: IoUring,
     regions: Vec<Region>,
+    /// Arenas registered through the safe path, kept alive while registered.
+    arenas: Vec<Arc<BufferArena>>,
     /// Operations that went out as fixed-buffer operations (counts, for tests and metrics).
     fixed_ops: u64,
     plain_ops: u64,
@@ -164,6 +174,7 @@ impl UringExecutor {
         Ok(UringExecutor {
             ring: IoUring::new(entries.max(8))?,
             regions: Vec::new(),
+            arenas: Vec::new(),
             fixed_ops: 0,
             plain_ops: 0,
         })
@@ -204,6 +215,31 @@ impl UringExecutor {
             self.ring.submitter().unregister_buffers()?;
             self.regions.clear();
         }
+        self.arenas.clear();
+        Ok(())
+    }
+
+    /// Registers arenas as fixed buffers (safe: the executor keeps each arena alive until it
+    /// is unregistered or the executor drops).
+    pub fn register_arenas(&mut self, arenas: &[Arc<BufferArena>]) -> std::io::Result<()> {
+        let regions: Vec<(usize, usize)> = arenas.iter().map(|a| a.region()).collect();
+        let iovecs: Vec<libc::iovec> = regions
+            .iter()
+            .map(|&(p, l)| libc::iovec {
+                iov_base: p as *mut libc::c_void,
+                iov_len: l,
+            })
+            .collect();
+        self.unregister_buffers()?;
+        // SAFETY: every region belongs to an arena whose `Arc` is stored in `self.arenas`
+        // right after this call and dropped only after unregistering, so the memory stays
+        // allocated while registered.
+        unsafe { self.ring.submitter().register_buffers(&iovecs)? };
+        self.regions = regions
+            .into_iter()
+            .map(|(start, len)| Region { start, len })
+            .collect();
+        self.arenas = arenas.to_vec();
         Ok(())
     }
 
