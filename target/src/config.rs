@@ -1,0 +1,586 @@
+//! The daemon's configuration: TOML, typed, parsed once, unknown keys rejected, every error with
+//! its line and column.
+//!
+//! Only the binary's `main` reads the file; everything else takes the validated [`Config`].
+//! `deploy/raidline.toml` is the commented example. Defaults are tuned for the Linux nvme-rdma
+//! host on a storage node with a few NVMe drives; each says why where it is set.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use raidline_proto::text::Nqn;
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::subsystem::Limits;
+
+/// A configuration error, with the position it refers to.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// TOML syntax, an unknown key, or a value of the wrong type.
+    #[error("{origin}: {message}")]
+    Syntax {
+        /// File name (or "<config>").
+        origin: String,
+        /// The parser's message, which names line and column.
+        message: String,
+    },
+    /// A value that parses but is not acceptable.
+    #[error("{origin}:{line}:{column}: {message}")]
+    Invalid {
+        /// File name (or "<config>").
+        origin: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What is wrong and what is allowed.
+        message: String,
+    },
+}
+
+/// How poller threads wait for work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum PollMode {
+    /// Spin always: lowest latency, one full core per poller.
+    Busy,
+    /// Spin briefly after work, then sleep on the completion channels: ≈ 0 % CPU when idle.
+    #[default]
+    Adaptive,
+    /// Always sleep on the completion channels.
+    Event,
+}
+
+/// Which engine computes parity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ParityChoice {
+    /// CPU SIMD.
+    #[default]
+    Cpu,
+    /// GPU (needs the `gpu` build feature and a GPU; falls back to CPU with a log line).
+    Gpu,
+    /// Large batches on the GPU, small ones on the CPU.
+    Auto,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    target: RawTarget,
+    #[serde(default)]
+    transport: RawTransport,
+    #[serde(default)]
+    cc: RawCc,
+    #[serde(default, rename = "array")]
+    arrays: Vec<RawArray>,
+    #[serde(default, rename = "subsystem")]
+    subsystems: Vec<RawSubsystem>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTarget {
+    #[serde(default = "default_listen")]
+    listen: Vec<Spanned<String>>,
+    #[serde(default = "default_cores")]
+    cores: Spanned<u32>,
+    #[serde(default)]
+    poll_mode: PollMode,
+    #[serde(default = "default_socket")]
+    management_socket: PathBuf,
+    #[serde(default)]
+    metrics: Option<Spanned<String>>,
+}
+
+impl Default for RawTarget {
+    fn default() -> Self {
+        RawTarget {
+            listen: default_listen(),
+            cores: default_cores(),
+            poll_mode: PollMode::default(),
+            management_socket: default_socket(),
+            metrics: None,
+        }
+    }
+}
+
+fn default_listen() -> Vec<Spanned<String>> {
+    // 4420 is the IANA port for NVMe-oF; all addresses.
+    vec![Spanned::new(0..0, "0.0.0.0:4420".to_owned())]
+}
+fn default_cores() -> Spanned<u32> {
+    Spanned::new(0..0, 1)
+}
+fn default_socket() -> PathBuf {
+    PathBuf::from("/run/raidline/raidline.sock")
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawTransport {
+    queue_depth: Option<Spanned<u16>>,
+    admin_queue_depth: Option<Spanned<u16>>,
+    max_io_queues: Option<Spanned<u16>>,
+    in_capsule_data: Option<Spanned<u32>>,
+    max_transfer: Option<Spanned<u32>>,
+    max_controllers: Option<Spanned<u16>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawCc {
+    algorithm: Option<Spanned<String>>,
+    #[serde(default)]
+    params: toml::Table,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawArray {
+    name: Spanned<String>,
+    members: Spanned<Vec<PathBuf>>,
+    #[serde(default)]
+    spares: Vec<PathBuf>,
+    #[serde(default = "default_chunk")]
+    chunk_kib: Spanned<u32>,
+    #[serde(default)]
+    parity: ParityChoice,
+    #[serde(default = "default_rebuild")]
+    rebuild_mb_s: Spanned<u32>,
+}
+
+fn default_chunk() -> Spanned<u32> {
+    // md's default: large enough for sequential throughput, small enough for 4 KiB RMW.
+    Spanned::new(0..0, 64)
+}
+fn default_rebuild() -> Spanned<u32> {
+    // Leaves most of an NVMe drive's bandwidth to hosts while a rebuild runs.
+    Spanned::new(0..0, 200)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSubsystem {
+    nqn: Spanned<String>,
+    serial: Option<Spanned<String>>,
+    #[serde(default = "default_model")]
+    model: Spanned<String>,
+    #[serde(default)]
+    allow_any_host: bool,
+    #[serde(default)]
+    hosts: Vec<Spanned<String>>,
+    #[serde(default, rename = "namespace")]
+    namespaces: Vec<RawNamespace>,
+}
+
+fn default_model() -> Spanned<String> {
+    Spanned::new(0..0, "Raidline RAID-5".to_owned())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNamespace {
+    nsid: Spanned<u32>,
+    array: Option<Spanned<String>>,
+    file: Option<Spanned<PathBuf>>,
+    /// Size for a file namespace that does not exist yet (created sparse).
+    size_mib: Option<u64>,
+}
+
+/// The validated configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// RDMA CM listen addresses.
+    pub listen: Vec<SocketAddr>,
+    /// Poller threads.
+    pub cores: u32,
+    /// How pollers wait.
+    pub poll_mode: PollMode,
+    /// Management socket path.
+    pub management_socket: PathBuf,
+    /// Prometheus metrics address, if any.
+    pub metrics: Option<SocketAddr>,
+    /// Transport limits.
+    pub limits: Limits,
+    /// Congestion control algorithm name and parameters.
+    pub cc: CcConfig,
+    /// Arrays.
+    pub arrays: Vec<ArrayConfig>,
+    /// Subsystems.
+    pub subsystems: Vec<SubsystemConfig>,
+}
+
+/// Congestion control settings (validated against the algorithm's parameter table when the
+/// pacer is built).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CcConfig {
+    /// Algorithm name.
+    pub algorithm: String,
+    /// Parameter overrides by name.
+    pub params: Vec<(String, f64)>,
+}
+
+/// One RAID-5 array.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArrayConfig {
+    /// Name namespaces refer to.
+    pub name: String,
+    /// Member devices or files (≥ 3).
+    pub members: Vec<PathBuf>,
+    /// Hot spares.
+    pub spares: Vec<PathBuf>,
+    /// Chunk size in bytes.
+    pub chunk_bytes: u32,
+    /// Parity engine.
+    pub parity: ParityChoice,
+    /// Rebuild throttle in MB/s.
+    pub rebuild_mb_s: u32,
+}
+
+/// One subsystem.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubsystemConfig {
+    /// NQN.
+    pub nqn: Nqn,
+    /// Serial number; `None` = derived from the array's stored identity.
+    pub serial: Option<String>,
+    /// Model number.
+    pub model: String,
+    /// `None` = any host; otherwise the allowed host NQNs.
+    pub hosts: Option<BTreeSet<Nqn>>,
+    /// Namespaces.
+    pub namespaces: Vec<NamespaceConfig>,
+}
+
+/// What backs a namespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Backing {
+    /// A RAID-5 array by name.
+    Array(String),
+    /// A plain file or block device (tests, labs).
+    File {
+        /// Path.
+        path: PathBuf,
+        /// Size to create a missing file with, in bytes.
+        create_size: Option<u64>,
+    },
+}
+
+/// One namespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamespaceConfig {
+    /// Namespace id.
+    pub nsid: u32,
+    /// Backing store.
+    pub backing: Backing,
+}
+
+struct Ctx<'a> {
+    origin: &'a str,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err<T>(
+        &self,
+        span: core::ops::Range<usize>,
+        message: impl Into<String>,
+    ) -> Result<T, ConfigError> {
+        let (line, column) = line_col(self.text, span.start);
+        Err(ConfigError::Invalid {
+            origin: self.origin.to_owned(),
+            line,
+            column,
+            message: message.into(),
+        })
+    }
+
+    fn range<T: PartialOrd + Copy + core::fmt::Display>(
+        &self,
+        v: &Spanned<T>,
+        lo: T,
+        hi: T,
+        what: &str,
+    ) -> Result<T, ConfigError> {
+        let x = *v.get_ref();
+        if x < lo || x > hi {
+            return self.err(
+                v.span(),
+                format!("{what} = {x} is out of range {lo}..={hi}"),
+            );
+        }
+        Ok(x)
+    }
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+impl Config {
+    /// Reads and validates a configuration file.
+    pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Config::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates configuration text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Syntax {
+            origin: origin.to_owned(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        let cx = Ctx { origin, text };
+        let t = &raw.target;
+
+        let mut listen = Vec::new();
+        for l in &t.listen {
+            match l.get_ref().parse::<SocketAddr>() {
+                Ok(a) => listen.push(a),
+                Err(_) => {
+                    return cx.err(
+                        l.span(),
+                        format!("listen address {:?} is not IP:PORT", l.get_ref()),
+                    )
+                }
+            }
+        }
+        if listen.is_empty() {
+            return cx.err(0..0, "target.listen is empty: nothing to serve on");
+        }
+        let cores = cx.range(&t.cores, 1, 256, "target.cores")?;
+        let metrics = match &t.metrics {
+            None => None,
+            Some(m) => match m.get_ref().parse::<SocketAddr>() {
+                Ok(a) => Some(a),
+                Err(_) => {
+                    return cx.err(
+                        m.span(),
+                        format!("metrics address {:?} is not IP:PORT", m.get_ref()),
+                    )
+                }
+            },
+        };
+
+        let limits = transport_limits(&cx, &raw.transport)?;
+        let cc = cc_config(&cx, &raw.cc)?;
+
+        let mut arrays = Vec::new();
+        for a in &raw.arrays {
+            let name = a.name.get_ref().clone();
+            if name.is_empty() || arrays.iter().any(|x: &ArrayConfig| x.name == name) {
+                return cx.err(
+                    a.name.span(),
+                    format!("array name {name:?} is empty or used twice"),
+                );
+            }
+            if a.members.get_ref().len() < 3 {
+                return cx.err(a.members.span(), "a RAID-5 array needs at least 3 members");
+            }
+            let chunk = *a.chunk_kib.get_ref();
+            if chunk < 4 || !chunk.is_power_of_two() || chunk > 4096 {
+                return cx.err(
+                    a.chunk_kib.span(),
+                    format!("chunk_kib = {chunk}: must be a power of two from 4 to 4096"),
+                );
+            }
+            let rebuild = cx.range(&a.rebuild_mb_s, 1, 100_000, "rebuild_mb_s")?;
+            arrays.push(ArrayConfig {
+                name,
+                members: a.members.get_ref().clone(),
+                spares: a.spares.clone(),
+                chunk_bytes: chunk * 1024,
+                parity: a.parity,
+                rebuild_mb_s: rebuild,
+            });
+        }
+
+        let mut subsystems: Vec<SubsystemConfig> = Vec::new();
+        for s in &raw.subsystems {
+            let nqn = nqn(&cx, &s.nqn)?;
+            if nqn.is_discovery() || subsystems.iter().any(|x| x.nqn == nqn) {
+                return cx.err(
+                    s.nqn.span(),
+                    format!("subsystem NQN {nqn} is the discovery NQN or used twice"),
+                );
+            }
+            let serial = match &s.serial {
+                Some(v)
+                    if v.get_ref().is_empty()
+                        || v.get_ref().len() > 20
+                        || !v.get_ref().is_ascii() =>
+                {
+                    return cx.err(v.span(), "serial must be 1–20 ASCII characters");
+                }
+                Some(v) => Some(v.get_ref().clone()),
+                None => None,
+            };
+            if s.model.get_ref().is_empty()
+                || s.model.get_ref().len() > 40
+                || !s.model.get_ref().is_ascii()
+            {
+                return cx.err(s.model.span(), "model must be 1–40 ASCII characters");
+            }
+            let hosts = if s.allow_any_host {
+                if let Some(h) = s.hosts.first() {
+                    return cx.err(
+                        h.span(),
+                        "hosts are listed but allow_any_host = true: choose one",
+                    );
+                }
+                None
+            } else {
+                if s.hosts.is_empty() {
+                    return cx.err(s.nqn.span(), format!("subsystem {nqn}: no hosts listed and allow_any_host is false, so no host could connect"));
+                }
+                let mut set = BTreeSet::new();
+                for h in &s.hosts {
+                    set.insert(nqn_of(&cx, h)?);
+                }
+                Some(set)
+            };
+            let mut namespaces: Vec<NamespaceConfig> = Vec::new();
+            for n in &s.namespaces {
+                let nsid = *n.nsid.get_ref();
+                if nsid == 0 || nsid >= 0xFFFF_FFF0 || namespaces.iter().any(|x| x.nsid == nsid) {
+                    return cx.err(
+                        n.nsid.span(),
+                        format!("nsid {nsid} is 0, reserved, or used twice"),
+                    );
+                }
+                let backing = match (&n.array, &n.file) {
+                    (Some(a), None) => {
+                        if !arrays.iter().any(|x| &x.name == a.get_ref()) {
+                            return cx.err(a.span(), format!("no array named {:?}", a.get_ref()));
+                        }
+                        Backing::Array(a.get_ref().clone())
+                    }
+                    (None, Some(f)) => Backing::File {
+                        path: f.get_ref().clone(),
+                        create_size: n.size_mib.map(|m| m << 20),
+                    },
+                    _ => return cx.err(
+                        n.nsid.span(),
+                        format!(
+                            "namespace {nsid}: give exactly one of array = \"…\" or file = \"…\""
+                        ),
+                    ),
+                };
+                namespaces.push(NamespaceConfig { nsid, backing });
+            }
+            subsystems.push(SubsystemConfig {
+                nqn,
+                serial,
+                model: s.model.get_ref().clone(),
+                hosts,
+                namespaces,
+            });
+        }
+
+        Ok(Config {
+            listen,
+            cores,
+            poll_mode: t.poll_mode,
+            management_socket: t.management_socket.clone(),
+            metrics,
+            limits,
+            cc,
+            arrays,
+            subsystems,
+        })
+    }
+}
+
+fn nqn(cx: &Ctx<'_>, s: &Spanned<String>) -> Result<Nqn, ConfigError> {
+    nqn_of(cx, s)
+}
+
+fn nqn_of(cx: &Ctx<'_>, s: &Spanned<String>) -> Result<Nqn, ConfigError> {
+    match Nqn::new(s.get_ref()) {
+        Ok(n) if s.get_ref().starts_with("nqn.") => Ok(n),
+        Ok(_) => cx.err(
+            s.span(),
+            format!(
+                "{:?} is not an NQN (it must start with \"nqn.\")",
+                s.get_ref()
+            ),
+        ),
+        Err(why) => cx.err(s.span(), format!("{:?} is not an NQN: {why}", s.get_ref())),
+    }
+}
+
+fn transport_limits(cx: &Ctx<'_>, t: &RawTransport) -> Result<Limits, ConfigError> {
+    let mut l = Limits::default();
+    if let Some(v) = &t.queue_depth {
+        l.max_queue_depth = cx.range(v, 16, 1024, "transport.queue_depth")?;
+    }
+    if let Some(v) = &t.admin_queue_depth {
+        l.max_admin_queue_depth = cx.range(v, 32, 4096, "transport.admin_queue_depth")?;
+    }
+    if let Some(v) = &t.max_io_queues {
+        l.max_io_queues = cx.range(v, 1, 1024, "transport.max_io_queues")?;
+    }
+    if let Some(v) = &t.in_capsule_data {
+        let x = cx.range(v, 8192, 1 << 20, "transport.in_capsule_data")?;
+        if x % 16 != 0 {
+            return cx.err(
+                v.span(),
+                "transport.in_capsule_data must be a multiple of 16 bytes",
+            );
+        }
+        l.in_capsule_data = x;
+    }
+    if let Some(v) = &t.max_transfer {
+        let x = cx.range(v, 4096, 16 << 20, "transport.max_transfer")?;
+        if !x.is_power_of_two() {
+            return cx.err(v.span(), "transport.max_transfer must be a power of two");
+        }
+        l.max_transfer = x;
+    }
+    if let Some(v) = &t.max_controllers {
+        l.max_controllers = cx.range(v, 1, 0xFFEF, "transport.max_controllers")?;
+    }
+    Ok(l)
+}
+
+fn cc_config(cx: &Ctx<'_>, c: &RawCc) -> Result<CcConfig, ConfigError> {
+    let algorithm = c
+        .algorithm
+        .as_ref()
+        .map_or_else(|| "rtt-aimd".to_owned(), |a| a.get_ref().clone());
+    let mut params = Vec::new();
+    for (k, v) in &c.params {
+        let x = match v {
+            toml::Value::Integer(i) => *i as f64,
+            toml::Value::Float(f) => *f,
+            _ => {
+                let span = c.algorithm.as_ref().map_or(0..0, |a| a.span());
+                return cx.err(span, format!("cc.params.{k} must be a number"));
+            }
+        };
+        params.push((k.clone(), x));
+    }
+    Ok(CcConfig { algorithm, params })
+}
+
+#[cfg(test)]
+#[path = "config_tests.rs"]
+mod tests;

@@ -1,0 +1,113 @@
+//! Configuration parsing: the example parses; every class of mistake names its line and column.
+
+use super::*;
+
+const EXAMPLE: &str = include_str!("../../deploy/raidline.toml");
+
+#[test]
+fn example_config_parses() {
+    let c = Config::parse(EXAMPLE, "raidline.toml").unwrap();
+    assert_eq!(c.listen, vec!["0.0.0.0:4420".parse().unwrap()]);
+    assert_eq!(c.cores, 2);
+    assert_eq!(c.poll_mode, PollMode::Adaptive);
+    assert_eq!(c.arrays[0].chunk_bytes, 64 * 1024);
+    assert_eq!(c.arrays[0].members.len(), 4);
+    assert_eq!(
+        c.subsystems[0].namespaces[0].backing,
+        Backing::Array("array0".into())
+    );
+    assert_eq!(c.limits, Limits::default());
+    assert_eq!(c.cc.algorithm, "rtt-aimd");
+    assert_eq!(c.metrics, Some("127.0.0.1:9420".parse().unwrap()));
+}
+
+#[test]
+fn empty_config_gets_defaults() {
+    let c = Config::parse("", "x").unwrap();
+    assert_eq!(c.listen.len(), 1);
+    assert_eq!(c.cores, 1);
+    assert!(c.subsystems.is_empty());
+}
+
+fn invalid(text: &str) -> (usize, usize, String) {
+    match Config::parse(text, "t.toml").unwrap_err() {
+        ConfigError::Invalid {
+            line,
+            column,
+            message,
+            ..
+        } => (line, column, message),
+        other => panic!("expected a validation error, got {other}"),
+    }
+}
+
+#[test]
+fn unknown_keys_and_bad_types_name_the_line() {
+    let e = Config::parse("[target]\ncores = 2\nbogus = 1\n", "t.toml").unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("line 3"), "{msg}");
+    assert!(msg.contains("bogus"), "{msg}");
+    let e = Config::parse("[target]\ncores = \"two\"\n", "t.toml").unwrap_err();
+    assert!(e.to_string().contains("line 2"), "{e}");
+}
+
+#[test]
+fn semantic_errors_name_line_and_column() {
+    let (l, c, m) = invalid("[target]\nlisten = [\"nowhere\"]\n");
+    assert_eq!((l, c), (2, 11));
+    assert!(m.contains("IP:PORT"), "{m}");
+
+    let (l, _, m) = invalid("[transport]\nqueue_depth = 4\n");
+    assert_eq!(l, 2);
+    assert!(m.contains("16..=1024"), "{m}");
+
+    let (l, _, m) = invalid("[[array]]\nname = \"a\"\nmembers = [\"/x\", \"/y\"]\n");
+    assert_eq!(l, 3);
+    assert!(m.contains("at least 3"), "{m}");
+
+    let (l, _, m) =
+        invalid("[[array]]\nname = \"a\"\nmembers = [\"/x\", \"/y\", \"/z\"]\nchunk_kib = 48\n");
+    assert_eq!(l, 4);
+    assert!(m.contains("power of two"), "{m}");
+
+    let (l, _, m) = invalid("[[subsystem]]\nnqn = \"iqn.wrong\"\nallow_any_host = true\n");
+    assert_eq!(l, 2);
+    assert!(m.contains("nqn."), "{m}");
+
+    let (_, _, m) = invalid("[[subsystem]]\nnqn = \"nqn.a:b\"\n");
+    assert!(m.contains("no host could connect"), "{m}");
+
+    let (l, _, m) = invalid(
+        "[[subsystem]]\nnqn = \"nqn.a:b\"\nallow_any_host = true\n[[subsystem.namespace]]\nnsid = 1\narray = \"missing\"\n",
+    );
+    assert_eq!(l, 6);
+    assert!(m.contains("no array named"), "{m}");
+
+    let (_, _, m) = invalid(
+        "[[subsystem]]\nnqn = \"nqn.a:b\"\nallow_any_host = true\n[[subsystem.namespace]]\nnsid = 1\n",
+    );
+    assert!(m.contains("exactly one"), "{m}");
+
+    let (l, _, _) = invalid(
+        "[[subsystem]]\nnqn = \"nqn.a:b\"\nallow_any_host = true\n[[subsystem.namespace]]\nnsid = 1\nfile = \"/a\"\n[[subsystem.namespace]]\nnsid = 1\nfile = \"/b\"\n",
+    );
+    assert_eq!(l, 8, "duplicate nsid");
+}
+
+#[test]
+fn file_namespace_and_host_list() {
+    let c = Config::parse(
+        "[[subsystem]]\nnqn = \"nqn.a:b\"\nhosts = [\"nqn.h:1\"]\n[[subsystem.namespace]]\nnsid = 3\nfile = \"/var/lib/x.img\"\nsize_mib = 64\n",
+        "t",
+    )
+    .unwrap();
+    let s = &c.subsystems[0];
+    assert_eq!(s.hosts.as_ref().unwrap().len(), 1);
+    assert_eq!(
+        s.namespaces[0].backing,
+        Backing::File {
+            path: "/var/lib/x.img".into(),
+            create_size: Some(64 << 20)
+        }
+    );
+}
