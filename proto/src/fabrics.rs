@@ -320,7 +320,10 @@ fn check_zero(sqe: &Sqe, what: &'static str, f: crate::bytes::Field) -> Result<(
     if is_zero(sqe.as_bytes(), f.clone()) {
         Ok(())
     } else {
-        let at = f.clone().find(|&i| sqe.as_bytes()[i] != 0).unwrap_or(f.start);
+        let at = f
+            .clone()
+            .find(|&i| sqe.as_bytes()[i] != 0)
+            .unwrap_or(f.start);
         Err(ParseError::InvalidField {
             what,
             field: "reserved",

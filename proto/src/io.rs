@@ -455,10 +455,7 @@ mod tests {
             panic!("not write zeroes")
         };
         assert_eq!((w.slba, w.nlb, w.deallocate), (100, 8, true));
-        assert_eq!(
-            IoCommand::WriteZeroes(w).to_sqe().unwrap().as_bytes(),
-            &raw
-        );
+        assert_eq!(IoCommand::WriteZeroes(w).to_sqe().unwrap().as_bytes(), &raw);
         assert_eq!(
             IoCommand::parse(&Sqe::new(0x99, 5)).unwrap(),
             IoCommand::Unsupported {

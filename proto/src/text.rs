@@ -70,7 +70,10 @@ pub(crate) fn parse_nqn(
         offset,
         reason,
     };
-    let end = b.iter().position(|&c| c == 0).ok_or(err("not NUL-terminated"))?;
+    let end = b
+        .iter()
+        .position(|&c| c == 0)
+        .ok_or(err("not NUL-terminated"))?;
     if b[end..].iter().any(|&c| c != 0) {
         return Err(err("bytes after the terminating NUL"));
     }
@@ -111,7 +114,11 @@ pub(crate) fn parse_ascii(
 pub(crate) fn emit_ascii(b: &mut [u8], s: &str) {
     b.fill(b' ');
     for (dst, c) in b.iter_mut().zip(s.chars()) {
-        *dst = if (' '..='~').contains(&c) { c as u8 } else { b'?' };
+        *dst = if (' '..='~').contains(&c) {
+            c as u8
+        } else {
+            b'?'
+        };
     }
 }
 
