@@ -24,9 +24,12 @@
 mod codes;
 mod bytes;
 
+pub mod admin;
+pub mod aen;
 pub mod cqe;
 pub mod error;
 pub mod fabrics;
+pub mod features;
 pub mod identify;
 pub mod io;
 pub mod log;
