@@ -62,15 +62,43 @@ pub fn xor(level: SimdLevel, srcs: &[&[u8]], dst: &mut [u8], acc: bool) {
 fn kernel(level: SimdLevel, ptrs: &[*const u8], dst: &mut [u8], acc: bool) -> usize {
     let len = dst.len();
     let d = dst.as_mut_ptr();
+    // Sources folded into the first vector: all of them when accumulating into `dst`.
+    let rest = if acc {
+        ptrs.len()
+    } else {
+        ptrs.len().saturating_sub(1)
+    };
+    macro_rules! dispatch {
+        ($f:ident) => {
+            match rest {
+                // SAFETY (all arms): `xor` checked that the CPU has the kernel's feature and
+                // that every pointer in `ptrs` and `d` addresses `len` readable (and for `d`
+                // writable) bytes; `dst` is borrowed mutably for the call, so nothing else
+                // aliases it. `K` equals the number of folded sources (or 0 = any).
+                1 => unsafe { x86::$f::<1>(ptrs, d, len, acc) },
+                // SAFETY: as above.
+                2 => unsafe { x86::$f::<2>(ptrs, d, len, acc) },
+                // SAFETY: as above.
+                3 => unsafe { x86::$f::<3>(ptrs, d, len, acc) },
+                // SAFETY: as above.
+                4 => unsafe { x86::$f::<4>(ptrs, d, len, acc) },
+                // SAFETY: as above.
+                5 => unsafe { x86::$f::<5>(ptrs, d, len, acc) },
+                // SAFETY: as above.
+                6 => unsafe { x86::$f::<6>(ptrs, d, len, acc) },
+                // SAFETY: as above.
+                7 => unsafe { x86::$f::<7>(ptrs, d, len, acc) },
+                // SAFETY: as above.
+                8 => unsafe { x86::$f::<8>(ptrs, d, len, acc) },
+                // SAFETY: as above.
+                _ => unsafe { x86::$f::<0>(ptrs, d, len, acc) },
+            }
+        };
+    }
     match level {
-        // SAFETY: `xor` checked that the CPU has SSE2 and that every pointer in `ptrs` and
-        // `d` addresses `len` readable (and for `d` writable) bytes; `dst` is borrowed
-        // mutably for the call, so nothing else aliases it.
-        SimdLevel::Sse2 => unsafe { x86::sse2(ptrs, d, len, acc) },
-        // SAFETY: as above, with AVX2 checked.
-        SimdLevel::Avx2 => unsafe { x86::avx2(ptrs, d, len, acc) },
-        // SAFETY: as above, with AVX-512F checked.
-        SimdLevel::Avx512 => unsafe { x86::avx512(ptrs, d, len, acc) },
+        SimdLevel::Sse2 => dispatch!(sse2),
+        SimdLevel::Avx2 => dispatch!(avx2),
+        SimdLevel::Avx512 => dispatch!(avx512),
         SimdLevel::Portable => 0,
     }
 }
@@ -92,21 +120,33 @@ mod x86 {
     /// readable and writable for `len` bytes; `srcs` is non-empty unless `acc`.
     macro_rules! kernel {
         ($name:ident, $feat:literal, $w:expr, $load:ident, $xor:ident, $store:ident) => {
+            /// `K` > 0: exactly `K` sources are folded into the first (the loop unrolls);
+            /// `K` = 0: any number.
             #[target_feature(enable = $feat)]
-            pub unsafe fn $name(srcs: &[*const u8], dst: *mut u8, len: usize, acc: bool) -> usize {
+            pub unsafe fn $name<const K: usize>(
+                srcs: &[*const u8],
+                dst: *mut u8,
+                len: usize,
+                acc: bool,
+            ) -> usize {
                 let step = 4 * $w;
                 let (init, rest) = if acc {
                     (dst as *const u8, srcs)
                 } else {
                     (srcs[0], &srcs[1..])
                 };
+                let count = if K > 0 { K } else { rest.len() };
+                if count > rest.len() {
+                    return 0;
+                }
                 let mut i = 0;
                 while i + step <= len {
                     let mut x0 = $load(init.add(i).cast());
                     let mut x1 = $load(init.add(i + $w).cast());
                     let mut x2 = $load(init.add(i + 2 * $w).cast());
                     let mut x3 = $load(init.add(i + 3 * $w).cast());
-                    for &s in rest {
+                    for j in 0..count {
+                        let s = *rest.get_unchecked(j);
                         x0 = $xor(x0, $load(s.add(i).cast()));
                         x1 = $xor(x1, $load(s.add(i + $w).cast()));
                         x2 = $xor(x2, $load(s.add(i + 2 * $w).cast()));
