@@ -15,8 +15,10 @@
 //! `unsafe` lives only in `verbs*` and `sys_*` modules; everything else is denied it.
 
 pub mod api;
+pub mod conformance;
 
 pub mod error;
+pub mod fault;
 
 pub mod mem;
 pub mod slab;
