@@ -140,14 +140,16 @@ impl Bitmap {
                     buf[..end - start].copy_from_slice(&bits[start..end]);
                     let off = self.offset + start as u64;
                     if let Err(e) = m.write_at(off, &buf).and_then(|()| m.flush()) {
-                        failure = Some((role, e));
+                        failure = Some((role, m.clone(), e));
                         break 'members;
                     }
                 }
             }
             match failure {
                 None => return Ok(()),
-                Some((role, e)) => array.fail_member(crate::geometry::MemberIdx(role), &e)?,
+                Some((role, m, e)) => {
+                    array.fail_member(crate::geometry::MemberIdx(role), &*m, &e)?
+                }
             }
         }
     }

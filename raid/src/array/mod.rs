@@ -339,14 +339,30 @@ impl Array {
         Ok(())
     }
 
-    /// Marks `role` failed after `cause`, persisting that in the survivors' superblocks.
+    /// Marks `role` failed after `cause` on `member`, persisting that in the survivors'
+    /// superblocks. Only acts if `member` still holds the role: an error reported late by a
+    /// member that was already replaced (say, by a spare) must not fail its replacement.
     /// Returns `ArrayFailed` when this leaves the array with two holes.
     pub(crate) fn fail_member(
         &self,
         role: MemberIdx,
+        member: &dyn Member,
         cause: &MemberError,
     ) -> Result<(), RaidError> {
         let mut st = self.write_state();
+        let holds = st.slots[role.0]
+            .member
+            .as_ref()
+            .is_some_and(|m| std::ptr::addr_eq(Arc::as_ptr(m), member as *const dyn Member));
+        if !holds {
+            if let Some((failed, c)) = &st.failed {
+                return Err(RaidError::ArrayFailed {
+                    failed: failed.clone(),
+                    cause: c.clone(),
+                });
+            }
+            return Ok(());
+        }
         self.fail_locked(&mut st, role.0, &cause.to_string())?;
         self.persist(&mut st)
     }

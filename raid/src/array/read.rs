@@ -110,7 +110,7 @@ impl Array {
         for op in ops.iter_mut() {
             if let Some(Err(e)) = op.result.take() {
                 any = true;
-                self.fail_member(op.role, &e)?;
+                self.fail_member(op.role, op.member, &e)?;
             }
         }
         Ok(any)

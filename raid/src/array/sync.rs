@@ -27,8 +27,12 @@ use crate::superblock::SlotState;
 
 use super::{Array, Inner};
 
-/// Rebuild checkpoints are persisted at least this often (in stripes).
+/// Rebuild checkpoints are persisted each time the checkpoint crosses a multiple of this
+/// (in stripes), and when the rebuild ends; a restart redoes at most this many stripes.
 pub const CHECKPOINT_STRIPES: u64 = 64;
+
+/// Stripes rebuilt per read batch and write batch.
+pub const REBUILD_ROUND: u64 = 8;
 
 /// Kind of background job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -238,8 +242,8 @@ impl Array {
         st.rebuild = Some((role, 0));
     }
 
-    /// Rebuilds up to `max_stripes` stripes of the running rebuild. `Ok(None)` when no
-    /// rebuild is running.
+    /// Rebuilds up to `max_stripes` stripes of the running rebuild, [`REBUILD_ROUND`]
+    /// stripes per read batch and write batch. `Ok(None)` when no rebuild is running.
     pub fn rebuild_step<E: Executor + ?Sized>(
         &self,
         exec: &mut E,
@@ -249,84 +253,114 @@ impl Array {
             return Ok(None);
         };
         let kind = SyncKind::Rebuild { role };
+        let total = self.geo.stripes();
         let mut bytes = 0;
-        for _ in 0..max_stripes.max(1) {
-            let Some((r, s)) = self.read_state().rebuild else {
+        let mut left = max_stripes.max(1);
+        while left > 0 {
+            let Some((r, first)) = self.read_state().rebuild else {
                 break;
             };
-            if r != role || s >= self.geo.stripes() {
+            if r != role || first >= total {
                 break;
             }
-            let stripe = StripeIdx(s);
-            let _guard = self.locks.lock([stripe]);
+            let count = left.min(REBUILD_ROUND).min(total - first);
+            match self.rebuild_round(exec, role, first, count)? {
+                None => break,
+                Some(done) => {
+                    bytes += done;
+                    left -= count;
+                }
+            }
+        }
+        let pos = self.read_state().rebuild.map_or(total, |(_, n)| n);
+        Ok(Some(self.track(kind, pos, bytes, 0, 0)))
+    }
+
+    /// Rebuilds stripes `first..first+count` of `role`. `Ok(None)` when the rebuild stopped
+    /// (its target failed); otherwise the bytes written.
+    fn rebuild_round<E: Executor + ?Sized>(
+        &self,
+        exec: &mut E,
+        role: usize,
+        first: u64,
+        count: u64,
+    ) -> Result<Option<u64>, RaidError> {
+        let stripes: Vec<StripeIdx> = (first..first + count).map(StripeIdx).collect();
+        let _guard = self.locks.lock(stripes.iter().copied());
+        let n = self.geo.members();
+        let cb = self.geo.chunk_bytes();
+        for _ in 0..=n {
             let view = self.view()?;
+            if view.rebuild != Some((role, first)) {
+                return Ok(None);
+            }
             let target = view
                 .member(role)
                 .ok_or(RaidError::State("rebuild target missing"))?;
-            let n = self.geo.members();
-            let cb = self.geo.chunk_bytes();
-            let off = self.member_offset(self.geo.stripe_member_block(stripe).0);
-            let mut bufs: Vec<AlignedBuf> = (0..n - 1).map(|_| self.take_scratch()).collect();
-            let mut out = self.take_scratch();
+            if stripes
+                .iter()
+                .any(|&s| (0..n).any(|o| o != role && !view.usable(o, s)))
+            {
+                return self.two_holes(&view);
+            }
+            let mut bufs: Vec<AlignedBuf> = (0..stripes.len() * (n - 1))
+                .map(|_| self.take_scratch())
+                .collect();
+            let mut outs: Vec<AlignedBuf> = stripes.iter().map(|_| self.take_scratch()).collect();
             let read_ok = {
-                let mut ops = Vec::with_capacity(n - 1);
-                for (other, b) in (0..n).filter(|&o| o != role).zip(bufs.iter_mut()) {
-                    if !view.usable(other, stripe) {
-                        drop(ops);
-                        self.give_scratch(bufs.into_iter().chain([out]));
-                        return self.two_holes(&view);
+                let mut ops = Vec::with_capacity(bufs.len());
+                for (k, chunk) in bufs.chunks_mut(n - 1).enumerate() {
+                    let off = self.member_offset(self.geo.stripe_member_block(stripes[k]).0);
+                    for (other, b) in (0..n).filter(|&o| o != role).zip(chunk.iter_mut()) {
+                        let m = view
+                            .member(other)
+                            .ok_or(RaidError::State("usable member missing"))?;
+                        ops.push(MemberOp::read(MemberIdx(other), m, off, &mut b[..cb]));
                     }
-                    let m = view
-                        .member(other)
-                        .ok_or(RaidError::State("usable member missing"))?;
-                    ops.push(MemberOp::read(MemberIdx(other), m, off, &mut b[..cb]));
                 }
                 exec.execute(&mut ops);
                 !self.fail_from(&mut ops)?
             };
             if !read_ok {
-                self.give_scratch(bufs.into_iter().chain([out]));
+                self.give_scratch(bufs.into_iter().chain(outs));
                 continue;
             }
-            {
-                let srcs: Vec<&[u8]> = bufs.iter().map(|b| &b[..cb]).collect();
+            for (chunk, out) in bufs.chunks(n - 1).zip(outs.iter_mut()) {
+                let srcs: Vec<&[u8]> = chunk.iter().map(|b| &b[..cb]).collect();
                 self.parity.xor_gen(&srcs, &mut out[..cb])?;
             }
-            let mut ops = [MemberOp::write(MemberIdx(role), target, off, &out[..cb])];
-            exec.execute(&mut ops);
-            let failed = self.fail_from(&mut ops)?;
-            self.give_scratch(bufs.into_iter().chain([out]));
+            let failed = {
+                let mut ops: Vec<MemberOp<'_>> = stripes
+                    .iter()
+                    .zip(outs.iter())
+                    .map(|(s, out)| {
+                        let off = self.member_offset(self.geo.stripe_member_block(*s).0);
+                        MemberOp::write(MemberIdx(role), target, off, &out[..cb])
+                    })
+                    .collect();
+                exec.execute(&mut ops);
+                self.fail_from(&mut ops)?
+            };
+            self.give_scratch(bufs.into_iter().chain(outs));
             if failed {
                 // The target failed: the rebuild was dropped (another spare may have started).
-                break;
+                return Ok(None);
             }
-            bytes += cb as u64;
+            let next = first + count;
             let mut st = self.write_state();
-            let next = s + 1;
             if next >= self.geo.stripes() {
                 st.rebuild = None;
                 st.slots[role].state = SlotState::Active;
                 self.persist(&mut st)?;
-                drop(st);
-                let p = self.track(kind, next, bytes, 0, 0);
-                return Ok(Some(p));
+            } else {
+                st.rebuild = Some((role, next));
+                if next / CHECKPOINT_STRIPES != first / CHECKPOINT_STRIPES {
+                    self.persist(&mut st)?;
+                }
             }
-            st.rebuild = Some((role, next));
-            if next % CHECKPOINT_STRIPES == 0 {
-                self.persist(&mut st)?;
-            }
+            return Ok(Some(count * cb as u64));
         }
-        let pos = self
-            .read_state()
-            .rebuild
-            .map_or(self.geo.stripes(), |(_, n)| n);
-        {
-            let mut st = self.write_state();
-            if st.rebuild.is_some() {
-                self.persist(&mut st)?;
-            }
-        }
-        Ok(Some(self.track(kind, pos, bytes, 0, 0)))
+        Err(RaidError::State("rebuild kept failing on changing members"))
     }
 
     /// Runs the rebuild to the end at the throttle's rate (sleeping between steps).
@@ -338,6 +372,7 @@ impl Array {
         let mut last = None;
         while let Some(p) = self.rebuild_step(exec, 16)? {
             let stripe_bytes = 16 * self.geo.chunk_bytes() as u64;
+            // (The last step may be shorter; the throttle only needs to be approximately right.)
             let pause = throttle.account(stripe_bytes, Instant::now());
             last = Some(p);
             if p.finished || self.read_state().rebuild.is_none() {

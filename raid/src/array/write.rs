@@ -110,7 +110,7 @@ impl Array {
         for (role, m) in view.members.iter().enumerate() {
             if let Some(m) = m {
                 if let Err(e) = m.flush() {
-                    self.fail_member(MemberIdx(role), &e)?;
+                    self.fail_member(MemberIdx(role), &**m, &e)?;
                 }
             }
         }

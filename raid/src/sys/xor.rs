@@ -70,28 +70,22 @@ fn kernel(level: SimdLevel, ptrs: &[*const u8], dst: &mut [u8], acc: bool) -> us
     };
     macro_rules! dispatch {
         ($f:ident) => {
-            match rest {
-                // SAFETY (all arms): `xor` checked that the CPU has the kernel's feature and
-                // that every pointer in `ptrs` and `d` addresses `len` readable (and for `d`
-                // writable) bytes; `dst` is borrowed mutably for the call, so nothing else
-                // aliases it. `K` equals the number of folded sources (or 0 = any).
-                1 => unsafe { x86::$f::<1>(ptrs, d, len, acc) },
-                // SAFETY: as above.
-                2 => unsafe { x86::$f::<2>(ptrs, d, len, acc) },
-                // SAFETY: as above.
-                3 => unsafe { x86::$f::<3>(ptrs, d, len, acc) },
-                // SAFETY: as above.
-                4 => unsafe { x86::$f::<4>(ptrs, d, len, acc) },
-                // SAFETY: as above.
-                5 => unsafe { x86::$f::<5>(ptrs, d, len, acc) },
-                // SAFETY: as above.
-                6 => unsafe { x86::$f::<6>(ptrs, d, len, acc) },
-                // SAFETY: as above.
-                7 => unsafe { x86::$f::<7>(ptrs, d, len, acc) },
-                // SAFETY: as above.
-                8 => unsafe { x86::$f::<8>(ptrs, d, len, acc) },
-                // SAFETY: as above.
-                _ => unsafe { x86::$f::<0>(ptrs, d, len, acc) },
+            // SAFETY: `xor` checked that the CPU has the kernel's target feature and that
+            // every pointer in `ptrs` and `d` addresses `len` readable (and for `d` writable)
+            // bytes; `dst` is borrowed mutably for the call, so nothing else aliases it. `K`
+            // equals the number of folded sources (`rest`), or is 0 (any number).
+            unsafe {
+                match rest {
+                    1 => x86::$f::<1>(ptrs, d, len, acc),
+                    2 => x86::$f::<2>(ptrs, d, len, acc),
+                    3 => x86::$f::<3>(ptrs, d, len, acc),
+                    4 => x86::$f::<4>(ptrs, d, len, acc),
+                    5 => x86::$f::<5>(ptrs, d, len, acc),
+                    6 => x86::$f::<6>(ptrs, d, len, acc),
+                    7 => x86::$f::<7>(ptrs, d, len, acc),
+                    8 => x86::$f::<8>(ptrs, d, len, acc),
+                    _ => x86::$f::<0>(ptrs, d, len, acc),
+                }
             }
         };
     }

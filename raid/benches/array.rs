@@ -1,0 +1,318 @@
+//! Array benchmark on O_DIRECT file members through io_uring, each figure beside the raw
+//! members' figure for the same I/O pattern in the same run.
+//!
+//!     cargo bench -p raidline-raid --bench array [-- --quick]
+//!
+//! Members are files in cargo's bench tmp dir (under the build dir; must not be tmpfs).
+//! One thread, one ring, one request at a time (queue depth 1 per request; a request's
+//! member operations go out together). Raw figures use the same executor with the member
+//! operations a request would need without RAID: for a full stripe, one chunk per member
+//! in one batch; for 4 KiB random I/O, one 4 KiB operation on a random member.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use raidline_raid::{
+    Array, ArrayBlock, ArrayConfig, BufferArena, ChunkSize, CpuXor, Executor, FileMember, Member,
+    MemberIdx, MemberOp, Throttle, UringExecutor,
+};
+
+const MIB: u64 = 1 << 20;
+const N: usize = 4;
+const CHUNK: usize = 64 * 1024;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self, m: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % m
+    }
+}
+
+fn open_members(
+    dir: &std::path::Path,
+    names: &[String],
+    size: u64,
+    create: bool,
+) -> Vec<Arc<dyn Member>> {
+    names
+        .iter()
+        .map(|n| {
+            let p = dir.join(n);
+            if create {
+                // Fully written (not sparse), so no figure pays for ext4 block allocation.
+                use std::io::Write;
+                let mut f = std::fs::File::create(&p).expect("create member file");
+                let zeros = vec![0u8; MIB as usize];
+                for _ in 0..size / MIB {
+                    f.write_all(&zeros).expect("fill member file");
+                }
+                f.sync_all().expect("sync member file");
+            }
+            Arc::new(FileMember::open(&p, 4096).expect("O_DIRECT open")) as Arc<dyn Member>
+        })
+        .collect()
+}
+
+/// Runs `f` repeatedly for `budget`; returns (operations, seconds).
+fn timed(budget: Duration, mut f: impl FnMut() -> u64) -> (u64, f64) {
+    let t = Instant::now();
+    let mut ops = 0;
+    while t.elapsed() < budget {
+        ops += f();
+    }
+    (ops, t.elapsed().as_secs_f64())
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let budget = Duration::from_millis(if quick { 300 } else { 2000 });
+    let member_data = if quick { 32 * MIB } else { 128 * MIB };
+    let size = MIB + member_data;
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("array-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("bench dir");
+    let names: Vec<String> = (0..=N).map(|i| format!("m{i}.img")).collect();
+    let members = open_members(&dir, &names[..N], size, true);
+    let mut exec = UringExecutor::new(256).expect("io_uring");
+    let stripe_bytes = (N - 1) * CHUNK;
+    let mut bufs = BufferArena::with_buffers(2, 8 * N * CHUNK, 4096).expect("arena");
+    exec.register_arenas(&[bufs[0].arena().clone()])
+        .expect("register buffers");
+    for (i, b) in bufs.iter_mut().enumerate() {
+        for (j, x) in b.iter_mut().enumerate() {
+            *x = (i * 7 + j * 13) as u8;
+        }
+    }
+    let (wb, rb) = bufs.split_at_mut(1);
+    let (wbuf, rbuf) = (&mut wb[0], &mut rb[0]);
+    let cfg = ArrayConfig {
+        chunk: ChunkSize::new(CHUNK as u32).expect("chunk"),
+        assume_clean: true,
+        ..Default::default()
+    };
+    let array =
+        Array::create(members.clone(), vec![], &cfg, Arc::new(CpuXor::detect())).expect("create");
+    let geo = *array.geometry();
+    let cap_blocks = geo.capacity_blocks();
+    let stripes = geo.stripes();
+    let mut rows: Vec<(String, String, String)> = Vec::new();
+    let mb = |bytes: u64, s: f64| format!("{:.0} MB/s", bytes as f64 / s / 1e6);
+    let iops = |ops: u64, s: f64| format!("{:.0} IOPS", ops as f64 / s);
+
+    // --- Full-stripe sequential write: 8 stripes (1.5 MiB) per request.
+    let req = 8 * stripe_bytes;
+    let req_blocks = (req / 4096) as u64;
+    let mut pos = 0u64;
+    let (n, s) = timed(budget, || {
+        if pos + req_blocks > cap_blocks {
+            pos = 0;
+        }
+        array
+            .write(&mut exec, ArrayBlock(pos), &wbuf[..req])
+            .expect("write");
+        pos += req_blocks;
+        req as u64
+    });
+    let raw_member_off = |stripe: u64| MIB + stripe * CHUNK as u64;
+    let mut st = 0u64;
+    let (rn, rs) = timed(budget, || {
+        // Same member traffic without RAID: 8 chunks per member, all in one batch.
+        let mut ops = Vec::new();
+        let mut rest: &[u8] = &wbuf[..8 * N * CHUNK];
+        for k in 0..8 {
+            for (m, mem) in members.iter().enumerate() {
+                let (c, r) = rest.split_at(CHUNK);
+                rest = r;
+                ops.push(MemberOp::write(
+                    MemberIdx(m),
+                    &**mem,
+                    raw_member_off((st + k) % stripes),
+                    c,
+                ));
+            }
+        }
+        exec.execute(&mut ops);
+        st = (st + 8) % stripes;
+        (8 * (N - 1) * CHUNK) as u64
+    });
+    rows.push((
+        "full-stripe sequential write (data)".into(),
+        mb(n, s),
+        mb(rn, rs),
+    ));
+
+    // --- Sequential read, same request size.
+    let mut pos = 0u64;
+    let (n, s) = timed(budget, || {
+        if pos + req_blocks > cap_blocks {
+            pos = 0;
+        }
+        array
+            .read(&mut exec, ArrayBlock(pos), &mut rbuf[..req])
+            .expect("read");
+        pos += req_blocks;
+        req as u64
+    });
+    let mut st = 0u64;
+    let (rn, rs) = timed(budget, || {
+        let mut ops = Vec::new();
+        let mut rest: &mut [u8] = &mut rbuf[..];
+        for k in 0..8 {
+            for (m, mem) in members.iter().enumerate().take(N - 1) {
+                let (c, r) = std::mem::take(&mut rest).split_at_mut(CHUNK);
+                rest = r;
+                ops.push(MemberOp::read(
+                    MemberIdx(m),
+                    &**mem,
+                    raw_member_off((st + k) % stripes),
+                    c,
+                ));
+            }
+        }
+        exec.execute(&mut ops);
+        st = (st + 8) % stripes;
+        (8 * (N - 1) * CHUNK) as u64
+    });
+    rows.push(("sequential read".into(), mb(n, s), mb(rn, rs)));
+
+    // --- 4 KiB random read and write.
+    let mut rng = Rng(0x1234_5678);
+    let (n, s) = timed(budget, || {
+        array
+            .read(
+                &mut exec,
+                ArrayBlock(rng.next(cap_blocks)),
+                &mut rbuf[..4096],
+            )
+            .expect("read");
+        1
+    });
+    let raw_blocks = member_data / 4096;
+    let (rn, rs) = timed(budget, || {
+        let m = rng.next(N as u64) as usize;
+        let mut ops = [MemberOp::read(
+            MemberIdx(m),
+            &*members[m],
+            MIB + rng.next(raw_blocks) * 4096,
+            &mut rbuf[..4096],
+        )];
+        exec.execute(&mut ops);
+        1
+    });
+    rows.push(("4 KiB random read, QD1".into(), iops(n, s), iops(rn, rs)));
+    let (n, s) = timed(budget, || {
+        array
+            .write(&mut exec, ArrayBlock(rng.next(cap_blocks)), &wbuf[..4096])
+            .expect("write");
+        1
+    });
+    let (rn, rs) = timed(budget, || {
+        let m = rng.next(N as u64) as usize;
+        let mut ops = [MemberOp::write(
+            MemberIdx(m),
+            &*members[m],
+            MIB + rng.next(raw_blocks) * 4096,
+            &wbuf[..4096],
+        )];
+        exec.execute(&mut ops);
+        1
+    });
+    rows.push((
+        "4 KiB random write, QD1 (RMW: 2 reads + 2 writes)".into(),
+        iops(n, s),
+        iops(rn, rs),
+    ));
+    let st = array.stats();
+    eprintln!(
+        "modes: {} full-stripe, {} rmw, {} rcw",
+        st.full_stripe, st.rmw, st.rcw
+    );
+    array.stop().expect("stop");
+    drop(array);
+
+    // --- Degraded: assemble without member 0.
+    let survivors = open_members(&dir, &names[1..N], size, false);
+    let asm =
+        Array::assemble(survivors, None, Arc::new(CpuXor::detect())).expect("assemble degraded");
+    let array = asm.array;
+    let mut pos = 0u64;
+    let (n, s) = timed(budget, || {
+        if pos + req_blocks > cap_blocks {
+            pos = 0;
+        }
+        array
+            .read(&mut exec, ArrayBlock(pos), &mut rbuf[..req])
+            .expect("degraded read");
+        pos += req_blocks;
+        req as u64
+    });
+    rows.push((
+        "degraded sequential read (1 of 4 missing)".into(),
+        mb(n, s),
+        "see sequential read".into(),
+    ));
+    let (n, s) = timed(budget, || {
+        array
+            .read(
+                &mut exec,
+                ArrayBlock(rng.next(cap_blocks)),
+                &mut rbuf[..4096],
+            )
+            .expect("read");
+        1
+    });
+    rows.push((
+        "degraded 4 KiB random read, QD1".into(),
+        iops(n, s),
+        "see 4 KiB random read".into(),
+    ));
+
+    // --- Rebuild onto a new member, unthrottled.
+    let spare = open_members(&dir, &names[N..], size, true).remove(0);
+    array.add_spare(spare.clone()).expect("spare");
+    let t = Instant::now();
+    let p = array
+        .run_rebuild(&mut exec, &mut Throttle::new(None))
+        .expect("rebuild");
+    let secs = t.elapsed().as_secs_f64();
+    assert!(p.is_some_and(|p| p.finished));
+    let rebuilt = geo.member_data_bytes();
+    // Raw: read a chunk from each of 3 members and write one chunk, per stripe.
+    let survivors = open_members(&dir, &names[1..N], size, false);
+    let t = Instant::now();
+    for s in 0..stripes {
+        let mut ops = Vec::new();
+        let mut rest: &mut [u8] = &mut rbuf[..];
+        for (m, mem) in survivors.iter().enumerate() {
+            let (c, r) = std::mem::take(&mut rest).split_at_mut(CHUNK);
+            rest = r;
+            ops.push(MemberOp::read(MemberIdx(m), &**mem, raw_member_off(s), c));
+        }
+        exec.execute(&mut ops);
+        let mut w = [MemberOp::write(
+            MemberIdx(N),
+            &*spare,
+            raw_member_off(s),
+            &wbuf[..CHUNK],
+        )];
+        exec.execute(&mut w);
+    }
+    let raw_secs = t.elapsed().as_secs_f64();
+    rows.push((
+        "rebuild (written to the new member)".into(),
+        mb(rebuilt, secs),
+        mb(rebuilt, raw_secs),
+    ));
+
+    println!("| workload ({N} members, {} KiB chunk, {} MiB per member) | raidline | raw members, same pattern |", CHUNK / 1024, member_data / MIB);
+    println!("| --- | ---: | ---: |");
+    for (a, b, c) in rows {
+        println!("| {a} | {b} | {c} |");
+    }
+    drop(array);
+    let _ = std::fs::remove_dir_all(&dir);
+}
