@@ -477,12 +477,14 @@ impl Config {
                         path: f.get_ref().clone(),
                         create_size: n.size_mib.map(|m| m << 20),
                     },
-                    _ => return cx.err(
-                        n.nsid.span(),
-                        format!(
+                    _ => {
+                        return cx.err(
+                            n.nsid.span(),
+                            format!(
                             "namespace {nsid}: give exactly one of array = \"…\" or file = \"…\""
                         ),
-                    ),
+                        )
+                    }
                 };
                 namespaces.push(NamespaceConfig { nsid, backing });
             }

@@ -6,6 +6,7 @@
 //! daemon around it (fabric, pollers, RAID, management) is not written yet (issue 9).
 
 pub mod config;
+pub mod controller;
 pub mod io;
 pub mod registry;
 pub mod status;

@@ -13,46 +13,22 @@
 //! Time is always passed in (`now`); nothing here reads a clock or touches a socket.
 
 mod admin;
+mod identify;
 mod properties;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use raidline_proto::aen::AsyncEvent;
 use raidline_proto::fabrics::property::{Cc, Csts};
+use raidline_proto::features::{AsyncEventConfig, NumberOfQueues};
+use raidline_proto::text::Nqn;
 use raidline_proto::{Status, StatusCode};
 
 use crate::registry::Served;
 use crate::subsystem::Limits;
 
-pub use admin::{AdminOutcome, Completion};
-
-/// An asynchronous event waiting for an Asynchronous Event Request to carry it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AsyncEvent {
-    /// Completion DW0 (event type, information, log page).
-    pub dw0: u32,
-    /// AEC bit that must be enabled for this event to be reported.
-    pub aec_bit: u32,
-}
-
-/// Async event: namespace attribute changed (notice, log page 04h); enabled by AEC bit 8.
-pub const EVENT_NS_CHANGED: AsyncEvent = AsyncEvent {
-    dw0: 0x02 | 0x00 << 8 | 0x04 << 16,
-    aec_bit: 1 << 8,
-};
-
-/// Async event: NVM subsystem reliability degraded (SMART/health, log page 02h); enabled by AEC
-/// bit 2 (critical warning "reliability degraded"). Sent when an array loses a member.
-pub const EVENT_RELIABILITY_DEGRADED: AsyncEvent = AsyncEvent {
-    dw0: 0x01 | 0x00 << 8 | 0x02 << 16,
-    aec_bit: 1 << 2,
-};
-
-/// Async event: discovery log page changed (notice F0h, log page 70h); enabled by AEC bit 31.
-pub const EVENT_DISCOVERY_CHANGED: AsyncEvent = AsyncEvent {
-    dw0: 0x02 | 0xF0 << 8 | 0x70 << 16,
-    aec_bit: 1 << 31,
-};
+pub use admin::{AdminEnv, AdminOutcome, Completion};
 
 /// Why a controller ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,16 +50,16 @@ pub struct Controller {
     csts: Csts,
     kato: Duration,
     keep_alive_deadline: Option<Instant>,
-    /// I/O queues granted by Set Features Number of Queues (0-based value as sent, per SQ/CQ).
-    io_queues_granted: Option<(u16, u16)>,
-    aec: u32,
+    hostnqn: Nqn,
+    /// I/O queues granted by Set Features Number of Queues.
+    io_queues_granted: Option<NumberOfQueues>,
+    aec: AsyncEventConfig,
     aer_slots: VecDeque<u16>,
     events: VecDeque<AsyncEvent>,
     ready_events: VecDeque<(u16, Completion)>,
     changed_ns: Vec<u32>,
     timestamp: Option<(u64, Instant)>,
     stats: Stats,
-    error_count: u64,
 }
 
 /// Counters the SMART / Health log reports.
@@ -106,25 +82,32 @@ pub struct Stats {
 impl Controller {
     /// A new controller after an accepted admin Connect with keep-alive timeout `kato_ms`
     /// (0 disables the timer, as for non-persistent discovery controllers).
-    pub fn new(cntlid: u16, served: Served, limits: Limits, kato_ms: u32, now: Instant) -> Self {
+    pub fn new(
+        cntlid: u16,
+        served: Served,
+        hostnqn: Nqn,
+        limits: Limits,
+        kato_ms: u32,
+        now: Instant,
+    ) -> Self {
         let kato = Duration::from_millis(u64::from(kato_ms));
         Controller {
             cntlid,
             served,
+            hostnqn,
             limits,
             cc: Cc::default(),
             csts: Csts::default(),
             kato,
             keep_alive_deadline: (!kato.is_zero()).then(|| now + kato),
             io_queues_granted: None,
-            aec: 0,
+            aec: AsyncEventConfig::default(),
             aer_slots: VecDeque::new(),
             events: VecDeque::new(),
             ready_events: VecDeque::new(),
             changed_ns: Vec::new(),
             timestamp: None,
             stats: Stats::default(),
-            error_count: 0,
         }
     }
 
@@ -136,6 +119,11 @@ impl Controller {
     /// Whether the host has enabled the controller and it is ready (CSTS.RDY).
     pub fn is_ready(&self) -> bool {
         self.csts.rdy
+    }
+
+    /// The host's NQN.
+    pub fn hostnqn(&self) -> &Nqn {
+        &self.hostnqn
     }
 
     /// What the controller serves.
@@ -175,14 +163,12 @@ impl Controller {
     /// when the host next posts one. Events the host has not enabled (AEC) are dropped, and an
     /// event of the same kind already waiting is not queued twice.
     pub fn post_event(&mut self, ev: AsyncEvent, changed_nsids: &[u32]) {
-        if ev == EVENT_NS_CHANGED {
-            for &n in changed_nsids {
-                if !self.changed_ns.contains(&n) {
-                    self.changed_ns.push(n);
-                }
+        for &n in changed_nsids {
+            if !self.changed_ns.contains(&n) {
+                self.changed_ns.push(n);
             }
         }
-        if self.aec & ev.aec_bit == 0 || self.events.contains(&ev) {
+        if !ev.enabled_by(self.aec) || self.events.contains(&ev) {
             return;
         }
         self.events.push_back(ev);
@@ -196,7 +182,7 @@ impl Controller {
                 break;
             };
             self.ready_events
-                .push_back((cid, Completion::with_result(u64::from(ev.dw0))));
+                .push_back((cid, Completion::with_result(u64::from(ev.to_dw0()))));
         }
     }
 

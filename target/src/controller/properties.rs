@@ -83,7 +83,7 @@ impl Controller {
     fn reset(&mut self) {
         self.csts = Csts::default();
         self.io_queues_granted = None;
-        self.aec = 0;
+        self.aec = Default::default();
         self.events.clear();
         self.aer_slots.clear();
     }
