@@ -74,7 +74,7 @@ code_newtype! {
         LBA_STATUS_ALERT = 0x05,
         /// Endurance group event aggregate log page change.
         ENDURANCE_GROUP_CHANGE = 0x06,
-        /// Normal NVM subsystem shutdown.
+        /// Normal NVM subsystem shutdown (a 2.0 revision after 2.0a).
         NORMAL_SHUTDOWN = 0x07,
         /// Discovery log page change (discovery controllers).
         DISCOVERY_LOG_CHANGE = 0xF0,

@@ -219,7 +219,8 @@ impl AsyncEventConfig {
     pub const LBA_STATUS: u32 = 1 << 13;
     /// Endurance Group Event Aggregate Log Change Notices (bit 14).
     pub const ENDURANCE_GROUP: u32 = 1 << 14;
-    /// Normal NVM Subsystem Shutdown Notices (bit 15).
+    /// Normal NVM Subsystem Shutdown Notices (bit 15; defined by a 2.0 revision after 2.0a,
+    /// bits 14:8 are in libnvme's `NVME_FEAT_AE_*`).
     pub const NORMAL_SHUTDOWN: u32 = 1 << 15;
     /// Zone Descriptor Changed Notices (bit 27, Zoned Namespace command set).
     pub const ZONE_DESCRIPTOR_CHANGED: u32 = 1 << 27;

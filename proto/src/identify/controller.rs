@@ -355,7 +355,8 @@ pub struct IdentifyController {
     pub iorcsz: u32,
     /// In Capsule Data Offset in 16-byte units (bytes 1801:1800); the Linux host requires 0.
     pub icdoff: u16,
-    /// Fabrics Controller Attributes (byte 1802): bit 0 dynamic controller model.
+    /// Fabrics Controller Attributes (byte 1802): bit 0 static controller model (0 = dynamic
+    /// controller model, what Linux nvmet and this target use).
     pub fcatt: u8,
     /// Maximum SGL Data Block Descriptors, 0 = no limit (byte 1803).
     pub msdbd: u8,
@@ -595,6 +596,85 @@ impl IdentifyController {
         1u64.checked_shl(u32::from(self.mdts))?
             .checked_mul(page_size)
     }
+}
+
+/// CMIC bits (byte 76).
+pub mod cmic {
+    /// The NVM subsystem may have more than one port.
+    pub const MULTI_PORT: u8 = 1 << 0;
+    /// The NVM subsystem may have more than one controller (needed when a host connects twice).
+    pub const MULTI_CONTROLLER: u8 = 1 << 1;
+    /// The controller supports Asymmetric Namespace Access reporting.
+    pub const ANA: u8 = 1 << 3;
+}
+
+/// OACS bits (bytes 257:256).
+pub mod oacs {
+    /// Security Send/Receive.
+    pub const SECURITY: u16 = 1 << 0;
+    /// Format NVM.
+    pub const FORMAT: u16 = 1 << 1;
+    /// Firmware Commit / Image Download.
+    pub const FIRMWARE: u16 = 1 << 2;
+    /// Namespace Management.
+    pub const NS_MANAGEMENT: u16 = 1 << 3;
+    /// Device Self-test.
+    pub const SELF_TEST: u16 = 1 << 4;
+    /// Directives.
+    pub const DIRECTIVES: u16 = 1 << 5;
+}
+
+/// LPA bits (byte 261).
+pub mod lpa {
+    /// SMART / Health log per namespace.
+    pub const SMART_PER_NAMESPACE: u8 = 1 << 0;
+    /// Commands Supported and Effects log page supported (the Linux host then reads it).
+    pub const COMMAND_EFFECTS: u8 = 1 << 1;
+    /// Extended data for Get Log Page (NUMDU, LPO): the Linux host needs it to read pages in
+    /// pieces.
+    pub const EXTENDED_DATA: u8 = 1 << 2;
+    /// Telemetry host-initiated and controller-initiated logs.
+    pub const TELEMETRY: u8 = 1 << 3;
+    /// Persistent Event log.
+    pub const PERSISTENT_EVENT: u8 = 1 << 4;
+}
+
+/// ONCS bits (bytes 521:520).
+pub mod oncs {
+    /// Compare.
+    pub const COMPARE: u16 = 1 << 0;
+    /// Write Uncorrectable.
+    pub const WRITE_UNCORRECTABLE: u16 = 1 << 1;
+    /// Dataset Management (deallocate).
+    pub const DATASET_MANAGEMENT: u16 = 1 << 2;
+    /// Write Zeroes.
+    pub const WRITE_ZEROES: u16 = 1 << 3;
+    /// Save field in Set Features and Select field in Get Features.
+    pub const SAVE_SELECT: u16 = 1 << 4;
+    /// Reservations.
+    pub const RESERVATIONS: u16 = 1 << 5;
+    /// Timestamp feature.
+    pub const TIMESTAMP: u16 = 1 << 6;
+    /// Verify.
+    pub const VERIFY: u16 = 1 << 7;
+    /// Copy.
+    pub const COPY: u16 = 1 << 8;
+}
+
+/// VWC bits (byte 525).
+pub mod vwc {
+    /// A volatile write cache is present (Flush is meaningful).
+    pub const PRESENT: u8 = 1 << 0;
+    /// Bits 2:1 = 11b: Flush with NSID FFFFFFFFh flushes every namespace.
+    pub const FLUSH_ALL_SUPPORTED: u8 = 0b11 << 1;
+}
+
+/// CTRATT bits (bytes 99:96).
+pub mod ctratt {
+    /// 128-bit host identifier supported (required over fabrics).
+    pub const HOST_ID_128: u32 = 1 << 0;
+    /// Traffic based keep alive: commands reset the keep-alive timer.
+    pub const TRAFFIC_BASED_KEEP_ALIVE: u32 = 1 << 6;
 }
 
 /// SGLS bits the fabrics host checks (Base Figure 275, bytes 539:536).

@@ -21,7 +21,10 @@ mod controller;
 mod lists;
 mod namespace;
 
-pub use controller::{sgls, ControllerType, IdentifyController, PowerStateDescriptor};
+pub use controller::{
+    cmic, ctratt, lpa, oacs, oncs, sgls, vwc, ControllerType, IdentifyController,
+    PowerStateDescriptor,
+};
 pub(crate) use lists::{emit_id_list, parse_id_list};
 pub use lists::{ActiveNsList, NsIdDescriptor, NsIdDescriptorList, NsIdType, NS_LIST_MAX};
 pub use namespace::{IdentifyNamespace, LbaFormat};
