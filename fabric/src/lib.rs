@@ -24,6 +24,10 @@ pub mod mem;
 pub mod slab;
 pub mod sys_mem;
 pub mod types;
+#[cfg(feature = "verbs")]
+pub mod verbs;
+#[cfg(feature = "verbs")]
+mod verbs_cm;
 
 pub use api::{
     CompletionQueue, ConnectionManager, Fabric, IncomingRequest, MemoryRegion, QueuePair,
