@@ -135,6 +135,44 @@ lab_fio_row() {
   done
 }
 
+# lab_perftest_server TOOL ARG...: start a perftest server (ib_send_lat, ib_write_bw, ...) on
+# $LAB_RXE in the background, its output in $LAB_RUN/perftest/TOOL-server.txt; its pid in
+# LAB_PERF_PID. It gives up after 180 s without a client.
+lab_perftest_server() {
+  local tool=$1
+  shift
+  mkdir -p "$LAB_RUN/perftest"
+  timeout 180 "$tool" -d "$LAB_RXE" -x "$LAB_GID_INDEX" "$@" > "$LAB_RUN/perftest/$tool-server.txt" 2>&1 &
+  LAB_PERF_PID=$!
+}
+
+# lab_perftest_client TOOL SERVER_IP ARG...: run the perftest client against SERVER_IP (retrying
+# while the server is not listening yet: it starts slowly under TCG) and print its result table.
+lab_perftest_client() {
+  local tool=$1 server=$2 out try
+  shift 2
+  mkdir -p "$LAB_RUN/perftest"
+  out=$LAB_RUN/perftest/$tool-client.txt
+  for try in $(seq 30); do
+    if timeout 180 "$tool" -d "$LAB_RXE" -x "$LAB_GID_INDEX" "$@" "$server" > "$out" 2>&1; then
+      break
+    fi
+    grep -q "Couldn't connect" "$out" || { cat "$out" >&2; lab_fail "$tool $* $server"; return 1; }
+    sleep 1
+  done
+  # The result: the line after the " #bytes ..." header.
+  awk '/^ *#bytes/ { h = $0; getline; print h; print; found = 1 } END { exit !found }' "$out" ||
+    { cat "$out" >&2; lab_fail "$tool printed no result"; return 1; }
+}
+
+# lab_rxe_counters [IBDEV]: the rxe device's packet counters, one "name value" a line.
+lab_rxe_counters() {
+  local d=/sys/class/infiniband/${1:-$LAB_RXE}/ports/1/hw_counters f
+  for f in sent_pkts rcvd_pkts completer_retry_err retry_exceeded_err rcvd_seq_err; do
+    [ -r "$d/$f" ] && echo "$f $(cat "$d/$f")"
+  done
+}
+
 # Called as a program: run the named function.
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   set -euo pipefail
