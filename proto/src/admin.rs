@@ -75,26 +75,6 @@ fn expect(sqe: &Sqe, op: AdminOpcode, what: &'static str) -> Result<(), ParseErr
     }
 }
 
-/// SGL entry 1 of `sqe`, with an error's offset moved from the descriptor to the SQE (the
-/// data pointer starts at byte 24), so it can be reported as the error location.
-fn sgl1(sqe: &Sqe) -> Result<SglDescriptor, ParseError> {
-    const DPTR: usize = 24;
-    sqe.sgl1().map_err(|e| match e {
-        ParseError::InvalidField {
-            what,
-            field,
-            offset,
-            value,
-        } => ParseError::InvalidField {
-            what,
-            field,
-            offset: offset + DPTR,
-            value,
-        },
-        other => other,
-    })
-}
-
 /// A new SQE with `op`, `cid` and `nsid`.
 fn admin_sqe(op: AdminOpcode, cid: u16, nsid: u32) -> Sqe {
     let mut s = Sqe::new(op.0, cid);
@@ -147,7 +127,7 @@ impl Identify {
         Ok(Identify {
             cid: sqe.cid(),
             nsid: sqe.nsid(),
-            sgl: sgl1(sqe)?,
+            sgl: sqe.sgl1()?,
             cns: Cns(c10 as u8),
             cntid: (c10 >> 16) as u16,
             cnssid: c11 as u16,
@@ -240,7 +220,7 @@ impl GetLogPage {
         let v = GetLogPage {
             cid: sqe.cid(),
             nsid: sqe.nsid(),
-            sgl: sgl1(sqe)?,
+            sgl: sqe.sgl1()?,
             lid: LogPageId(c10 as u8),
             lsp: ((c10 >> 8) & 0x7F) as u8,
             rae: c10 & (1 << 15) != 0,
@@ -366,7 +346,7 @@ impl GetFeatures {
         Ok(GetFeatures {
             cid: sqe.cid(),
             nsid: sqe.nsid(),
-            sgl: sgl1(sqe)?,
+            sgl: sqe.sgl1()?,
             fid: FeatureId(c10 as u8),
             sel,
             cdw11: sqe.cdw(11),
@@ -436,7 +416,7 @@ impl SetFeatures {
         Ok(SetFeatures {
             cid: sqe.cid(),
             nsid: sqe.nsid(),
-            sgl: sgl1(sqe)?,
+            sgl: sqe.sgl1()?,
             fid: FeatureId(c10 as u8),
             save: c10 & (1 << 31) != 0,
             cdw11: sqe.cdw(11),

@@ -175,9 +175,23 @@ impl Sqe {
         &self.0[field::DPTR]
     }
 
-    /// SGL entry 1 (the data pointer as an SGL descriptor).
+    /// SGL entry 1 (the data pointer as an SGL descriptor). Errors carry the offset inside
+    /// the SQE (the descriptor's byte 15 is SQE byte 39), as hosts expect in error locations.
     pub fn sgl1(&self) -> Result<SglDescriptor, ParseError> {
-        SglDescriptor::parse(&self.0[field::DPTR])
+        SglDescriptor::parse(&self.0[field::DPTR]).map_err(|e| match e {
+            ParseError::InvalidField {
+                what,
+                field: f,
+                offset,
+                value,
+            } => ParseError::InvalidField {
+                what,
+                field: f,
+                offset: offset + field::DPTR.start,
+                value,
+            },
+            other => other,
+        })
     }
 
     /// Sets SGL entry 1 and PSDT = SGL.

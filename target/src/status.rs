@@ -13,14 +13,6 @@ const DPTR: core::ops::Range<usize> = 24..40;
 /// The status answering a command whose SQE (or in-capsule data structure) failed to parse.
 pub fn for_parse_error(e: &ParseError) -> Status {
     let code = match e {
-        ParseError::InvalidField { what, offset, .. } if *what == "SGL descriptor" => {
-            // Offsets inside the 16-byte descriptor.
-            if *offset == 15 {
-                StatusCode::SGL_DESCRIPTOR_TYPE_INVALID
-            } else {
-                StatusCode::INVALID_FIELD
-            }
-        }
         ParseError::InvalidField { offset, .. } if *offset == SGL_IDENTIFIER_BYTE => {
             StatusCode::SGL_DESCRIPTOR_TYPE_INVALID
         }
