@@ -48,6 +48,7 @@ mod field {
     pub const REBUILD_ROLE: usize = 0x084;
     pub const REBUILD_CHECKPOINT: usize = 0x088;
     pub const RESYNC_CHECKPOINT: usize = 0x090;
+    pub const PPL_EPOCH: usize = 0x098;
     /// One byte per role: [`super::SlotState`].
     pub const ROLE_STATES: usize = 0x100;
     /// 16 bytes per role: the member UUID holding that role.
@@ -164,6 +165,8 @@ pub struct Superblock {
     pub rebuild: Option<(usize, u64)>,
     /// First stripe not yet resynced after creation (`None`: parity is in sync).
     pub resync_checkpoint: Option<u64>,
+    /// Partial-parity-log epoch: log entries of other epochs are void.
+    pub ppl_epoch: u64,
     /// State of every role.
     pub role_states: Vec<SlotState>,
     /// Member UUID holding every role.
@@ -207,6 +210,7 @@ impl Superblock {
             field::RESYNC_CHECKPOINT,
             self.resync_checkpoint.unwrap_or(u64::MAX),
         );
+        put64(&mut b, field::PPL_EPOCH, self.ppl_epoch);
         for (i, s) in self.role_states.iter().take(MAX_MEMBERS).enumerate() {
             b[field::ROLE_STATES + i] = s.to_byte();
         }
@@ -307,6 +311,7 @@ impl Superblock {
             ppl_bytes: get32(b, field::PPL_BYTES),
             rebuild,
             resync_checkpoint: (resync != u64::MAX).then_some(resync),
+            ppl_epoch: get64(b, field::PPL_EPOCH),
             role_states,
             role_uuids: (0..members)
                 .map(|i| uuid(field::ROLE_UUIDS + 16 * i))
@@ -335,30 +340,7 @@ fn get64(b: &[u8], o: usize) -> u64 {
     u64::from_le_bytes(x)
 }
 
-/// CRC-32C (Castagnoli, reflected, init and final XOR `0xFFFF_FFFF`).
-pub fn crc32c(data: &[u8]) -> u32 {
-    const POLY: u32 = 0x82F6_3B78;
-    const TABLE: [u32; 256] = {
-        let mut t = [0u32; 256];
-        let mut i = 0;
-        while i < 256 {
-            let mut c = i as u32;
-            let mut k = 0;
-            while k < 8 {
-                c = if c & 1 != 0 { (c >> 1) ^ POLY } else { c >> 1 };
-                k += 1;
-            }
-            t[i] = c;
-            i += 1;
-        }
-        t
-    };
-    let mut crc = !0u32;
-    for &b in data {
-        crc = TABLE[((crc ^ u32::from(b)) & 0xFF) as usize] ^ (crc >> 8);
-    }
-    !crc
-}
+pub use crate::sys::crc::crc32c;
 
 #[cfg(test)]
 mod tests {
@@ -383,6 +365,7 @@ mod tests {
             ppl_bytes: 65536,
             rebuild: Some((1, 77)),
             resync_checkpoint: None,
+            ppl_epoch: 5,
             role_states: vec![
                 SlotState::Active,
                 SlotState::Rebuilding,

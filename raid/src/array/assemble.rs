@@ -126,6 +126,7 @@ impl Array {
             failed: None,
             rebuild: None,
             resync,
+            ppl_epoch: 0,
         };
         let array = Array::from_parts(geo, meta, uuid, parity, inner, Some(bits));
         {
@@ -145,6 +146,9 @@ impl Array {
     ) -> Array {
         let dirty = inner.dirty;
         Array {
+            ppl: super::ppl::PplLayout::new(&meta, &geo),
+            ppl_locks: locks::StripeLocks::default(),
+            ppl_enabled: AtomicBool::new(true),
             bitmap: bitmap::Bitmap::new(&meta, geo.stripes(), bits),
             geo,
             meta,
@@ -311,10 +315,16 @@ impl Array {
                 }
             }
         }
+        // The role that was already missing when the array stopped (PPL entries cover it).
+        let down_at_stop: Vec<usize> = (0..slots.len())
+            .filter(|&r| newest.role_states[r] != SlotState::Active)
+            .collect();
         let mut rebuild = newest.rebuild;
+        let mut ppl_epoch = newest.ppl_epoch;
         for (r, slot) in slots.iter_mut().enumerate() {
             if slot.member.is_none() && slot.state != SlotState::Failed {
                 slot.state = SlotState::Failed;
+                ppl_epoch += 1;
                 if rebuild.is_some_and(|(rr, _)| rr == r) {
                     rebuild = None;
                 }
@@ -345,7 +355,26 @@ impl Array {
         }
         let dirty = any_dirty;
         let resync_pending = dirty && !degraded;
-        let write_hole_exposed = dirty && degraded;
+        let mut write_hole_exposed = dirty && degraded;
+        let ppl_layout = super::ppl::PplLayout::new(&meta, &geo);
+        if write_hole_exposed && ppl_epoch == newest.ppl_epoch && ppl_layout.is_some() {
+            // Degraded when it stopped, and nothing new went missing since: replay the log.
+            if let [missing] = down_at_stop[..] {
+                let members: Vec<Option<Arc<dyn Member>>> =
+                    slots.iter().map(|s| s.member.clone()).collect();
+                let valid_below = rebuild.filter(|(r, _)| *r == missing).map_or(0, |(_, c)| c);
+                super::ppl::recover(
+                    &geo,
+                    &meta,
+                    &members,
+                    newest.ppl_epoch,
+                    missing,
+                    valid_below,
+                    &*parity,
+                )?;
+                write_hole_exposed = false;
+            }
+        }
         let inner = Inner {
             slots,
             spares,
@@ -354,6 +383,7 @@ impl Array {
             failed: None,
             rebuild,
             resync: if resync_pending { Some(0) } else { None },
+            ppl_epoch,
         };
         let array = Array::from_parts(geo, meta, uuid, parity, inner, Some(bits));
         {

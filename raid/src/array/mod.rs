@@ -20,6 +20,7 @@
 pub mod assemble;
 pub mod bitmap;
 pub mod locks;
+pub mod ppl;
 pub mod read;
 pub mod sync;
 pub mod write;
@@ -118,6 +119,8 @@ pub(crate) struct Inner {
     pub rebuild: Option<(usize, u64)>,
     /// First stripe not yet resynced (full resync after creation), if one is pending.
     pub resync: Option<u64>,
+    /// Partial-parity-log epoch; changes whenever the set of missing roles changes.
+    pub ppl_epoch: u64,
 }
 
 /// A request's snapshot of which members are usable.
@@ -197,6 +200,9 @@ pub struct Array {
     dirty_flag: AtomicBool,
     scratch: Mutex<Vec<AlignedBuf>>,
     counters: Counters,
+    ppl: Option<ppl::PplLayout>,
+    ppl_locks: locks::StripeLocks,
+    ppl_enabled: AtomicBool,
     tracker: sync::TrackerCell,
 }
 
@@ -257,6 +263,19 @@ impl Array {
     /// Superblock event counter.
     pub fn events(&self) -> u64 {
         self.read_state().events
+    }
+
+    /// Whether degraded writes are logged (partial-parity log) so that a crash while degraded
+    /// cannot corrupt blocks the interrupted write did not touch. False when switched off or
+    /// when the chunk is too large for the log area (more than 256 KiB).
+    pub fn write_hole_protected(&self) -> bool {
+        self.ppl.is_some() && self.ppl_enabled.load(Ordering::Relaxed)
+    }
+
+    /// Switches the partial-parity log on or off (on by default; off only to measure its cost
+    /// or when the risk is accepted).
+    pub fn set_write_hole_protection(&self, on: bool) {
+        self.ppl_enabled.store(on, Ordering::Relaxed);
     }
 
     /// Whether the array stopped after losing two members.
@@ -385,6 +404,7 @@ impl Array {
         }
         st.slots[role].state = SlotState::Failed;
         st.slots[role].member = None;
+        st.ppl_epoch += 1;
         let down: Vec<usize> = st
             .slots
             .iter()
@@ -427,6 +447,7 @@ impl Array {
             ppl_bytes: self.meta.ppl_bytes,
             rebuild: st.rebuild,
             resync_checkpoint: st.resync,
+            ppl_epoch: st.ppl_epoch,
             role_states: st.slots.iter().map(|s| s.state).collect(),
             role_uuids: st.slots.iter().map(|s| s.uuid).collect(),
         }

@@ -351,6 +351,7 @@ impl Array {
             if next >= self.geo.stripes() {
                 st.rebuild = None;
                 st.slots[role].state = SlotState::Active;
+                st.ppl_epoch += 1;
                 self.persist(&mut st)?;
             } else {
                 st.rebuild = Some((role, next));

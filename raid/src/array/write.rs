@@ -26,7 +26,9 @@ use crate::error::RaidError;
 use crate::geometry::{ArrayBlock, MemberIdx, StripeIdx};
 use crate::io::{Executor, MemberOp};
 use crate::member::AlignedBuf;
+use crate::superblock::{crc32c, SlotState};
 
+use super::ppl::{Entry, PplLayout, HEADER};
 use super::{Array, View};
 
 /// Stripes per lock/read/write round.
@@ -65,6 +67,9 @@ struct Plan<'d> {
     /// Old rows `[lo, hi)` per data index (only those the mode reads or rebuilds).
     old: Vec<Option<AlignedBuf>>,
     parity: Option<AlignedBuf>,
+    /// Partial parity for the log, and the missing role's data index in this stripe, when
+    /// this stripe's write is logged (degraded, parity member usable).
+    log: Option<(AlignedBuf, Option<usize>)>,
 }
 
 impl Array {
@@ -141,9 +146,20 @@ impl Array {
         let force_rcw = self.read_state().resync.is_some();
         for _ in 0..=self.geo.members() {
             let view = self.view()?;
+            let missing = (0..self.geo.members()).find(|&r| view.states[r] != SlotState::Active);
+            let layout = self
+                .ppl
+                .filter(|_| missing.is_some() && self.write_hole_protected());
+            // Slot locks after stripe locks; holders never wait for stripe locks, so no cycle.
+            let _slots = layout.map(|l| {
+                self.ppl_locks
+                    .lock(round.iter().map(|(s, _)| l.lock_key(&self.geo, *s)))
+            });
             let mut plans = Vec::with_capacity(round.len());
             for (stripe, writes) in round {
-                plans.push(self.plan(&view, *stripe, writes, force_rcw)?);
+                let log = layout
+                    .map(|_| missing.and_then(|m| self.geo.data_index_of(*stripe, MemberIdx(m))));
+                plans.push(self.plan(&view, *stripe, writes, force_rcw, log)?);
             }
             let reads_ok = self.read_phase(exec, &view, &mut plans)?;
             if !reads_ok {
@@ -152,6 +168,12 @@ impl Array {
             }
             for p in plans.iter_mut() {
                 self.compute(p)?;
+            }
+            if let Some(l) = layout {
+                if !self.log_phase(exec, &view, &plans, &l)? {
+                    self.release(plans);
+                    continue;
+                }
             }
             let result = self.write_phase(exec, &view, &plans);
             for p in &plans {
@@ -172,10 +194,82 @@ impl Array {
     }
 
     fn release(&self, plans: Vec<Plan<'_>>) {
-        let bufs = plans
-            .into_iter()
-            .flat_map(|p| p.old.into_iter().flatten().chain(p.parity));
+        let bufs = plans.into_iter().flat_map(|p| {
+            p.old
+                .into_iter()
+                .flatten()
+                .chain(p.parity)
+                .chain(p.log.map(|l| l.0))
+        });
         self.give_scratch(bufs);
+    }
+
+    /// Writes and flushes the partial-parity-log entries of every logged plan.
+    /// `Ok(false)` when a member failed (replan).
+    fn log_phase<E: Executor + ?Sized>(
+        &self,
+        exec: &mut E,
+        view: &View,
+        plans: &[Plan<'_>],
+        layout: &PplLayout,
+    ) -> Result<bool, RaidError> {
+        let bs = self.geo.block_bytes();
+        let cb = self.geo.chunk_bytes() as u64;
+        let epoch = self.read_state().ppl_epoch;
+        let mut headers = Vec::new();
+        for p in plans {
+            let Some((pp, f)) = &p.log else { continue };
+            let len = (p.hi - p.lo) as usize * bs;
+            let fw = f.and_then(|f| p.writes.iter().find(|w| w.data_index == f));
+            let entry = Entry {
+                epoch,
+                stripe: p.stripe.0,
+                lo: p.lo,
+                hi: p.hi,
+                f: f.zip(fw).map(|(f, w)| (f, w.start, w.end)),
+                writes: p
+                    .writes
+                    .iter()
+                    .map(|w| (w.data_index, w.start, w.end))
+                    .collect(),
+                pp_crc: crc32c(&pp[..len]),
+                f_crc: fw.map_or(0, |w| crc32c(w.data)),
+            };
+            let Some(head) = entry.encode() else { continue };
+            headers.push(head);
+        }
+        let mut ops = Vec::new();
+        let mut flush = Vec::new();
+        let mut heads = headers.iter();
+        for p in plans {
+            let Some((pp, f)) = &p.log else { continue };
+            let Some(head) = heads.next() else { break };
+            let pm = self.geo.parity_member(p.stripe);
+            let Some(m) = view.member(pm.0) else { continue };
+            let off = layout.slot_offset(&self.geo, p.stripe);
+            let len = (p.hi - p.lo) as usize * bs;
+            ops.push(MemberOp::write(pm, m, off, head));
+            ops.push(MemberOp::write(pm, m, off + HEADER as u64, &pp[..len]));
+            if let Some(w) = f.and_then(|f| p.writes.iter().find(|w| w.data_index == f)) {
+                ops.push(MemberOp::write(pm, m, off + HEADER as u64 + cb, w.data));
+            }
+            if !flush.contains(&pm.0) {
+                flush.push(pm.0);
+            }
+        }
+        exec.execute(&mut ops);
+        if self.fail_from(&mut ops)? {
+            return Ok(false);
+        }
+        for role in flush {
+            if let Some(m) = view.member(role) {
+                if let Err(e) = m.flush() {
+                    self.fail_member(MemberIdx(role), m, &e)?;
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
     }
 
     fn plan<'d>(
@@ -184,6 +278,7 @@ impl Array {
         stripe: StripeIdx,
         writes: &[ChunkWrite<'d>],
         force_rcw: bool,
+        log: Option<Option<usize>>,
     ) -> Result<Plan<'d>, RaidError> {
         let geo = &self.geo;
         let dm = geo.data_members();
@@ -234,6 +329,9 @@ impl Array {
             .map(|d| needs_old(d).then(|| self.take_scratch()))
             .collect();
         let parity = (mode != Mode::DataOnly).then(|| self.take_scratch());
+        let log = log
+            .filter(|_| mode != Mode::DataOnly)
+            .map(|f| (self.take_scratch(), f));
         Ok(Plan {
             stripe,
             writes: writes.to_vec(),
@@ -243,6 +341,7 @@ impl Array {
             full,
             old,
             parity,
+            log,
         })
     }
 
@@ -336,6 +435,34 @@ impl Array {
         cuts.dedup();
         let rmw = p.mode == Mode::Rmw;
         let mut srcs: Vec<&[u8]> = Vec::with_capacity(2 * self.geo.data_members());
+        if let Some((pp, _)) = p.log.as_mut() {
+            // Partial parity per interval: XOR of the chunks the write does not modify.
+            // RMW: old parity ^ old modified chunks; otherwise the old unmodified chunks.
+            let mut srcs: Vec<&[u8]> = Vec::with_capacity(self.geo.data_members() + 1);
+            for pair in cuts.windows(2) {
+                let (x, y) = (pair[0], pair[1]);
+                srcs.clear();
+                let rel = (x - lo) as usize * bs..(y - lo) as usize * bs;
+                if rmw {
+                    srcs.push(&parity[rel.clone()]);
+                }
+                for d in 0..self.geo.data_members() {
+                    let modified = p
+                        .writes
+                        .iter()
+                        .any(|w| w.data_index == d && w.start <= x && y <= w.end);
+                    if modified == rmw {
+                        let old = p.old[d].as_ref().ok_or(RaidError::State("no old rows"))?;
+                        srcs.push(&old[rel.clone()]);
+                    }
+                }
+                if srcs.is_empty() {
+                    pp[rel].fill(0);
+                } else {
+                    self.parity.xor_gen(&srcs, &mut pp[rel])?;
+                }
+            }
+        }
         for pair in cuts.windows(2) {
             let (x, y) = (pair[0], pair[1]);
             srcs.clear();

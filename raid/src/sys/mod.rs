@@ -4,6 +4,8 @@
 
 pub mod buf;
 
+pub mod crc;
+
 pub mod xor;
 
 pub mod uring;

@@ -1,0 +1,319 @@
+//! Partial-parity log (PPL): closes the RAID-5 write hole while the array is degraded.
+//!
+//! While one role `f` is missing, `f`'s data exists only as `parity ^ other data`. A crash
+//! between a stripe's data and parity writes would leave parity matching neither old nor new
+//! data, and `f`'s unwritten blocks — data the crashed write never touched — would read back
+//! wrong. Before a degraded write touches a stripe, the engine writes to the stripe's parity
+//! member (in the PPL area, slot `(stripe / N) mod slots`) and flushes:
+//! - a header: epoch, stripe, rows `[lo, hi)`, which data chunks the write modifies and where;
+//! - the **partial parity** over `[lo, hi)`: per row, the XOR of the chunks the write does not
+//!   modify (`f`'s old contents included, implied by parity);
+//! - `f`'s new rows when the write modifies `f` (they live on only through parity);
+//!   written from the caller's buffer, no copy.
+//!
+//! CRC-32C covers header and payload. Recovery (assembly after an unclean stop while degraded,
+//! epoch matching): for every valid entry, `parity = PP ^ current modified chunks ^ new f
+//! rows`, written back. Afterwards `f` reads back its old rows where the write did not modify
+//! it and some version of the interrupted write elsewhere; all other blocks are untouched.
+//!
+//! Why the latest entry in a slot is safe to apply: within one epoch every write to a stripe
+//! with a usable parity member is logged, slots are locked for the whole round, and a stripe
+//! always maps to the same slot, so an entry present is the last write to its stripe — applying
+//! it to a completed write recomputes the parity already there. The epoch changes whenever the
+//! set of missing roles changes (failure, rebuild done, assembly finding a role missing), so
+//! entries from another degradation are void. Stripes the rebuild already passed are resynced
+//! from all members instead.
+//!
+//! Needs at least three slots (`chunk <= 256 KiB` with the default 960 KiB area); otherwise
+//! the array runs without the log and says so ([`super::Array::write_hole_protected`]).
+
+use crate::error::RaidError;
+use crate::geometry::{Geometry, MemberIdx, StripeIdx};
+use crate::member::{AlignedBuf, Member};
+use crate::superblock::crc32c;
+
+use super::MetaLayout;
+
+const MAGIC: [u8; 8] = *b"RLPPL\0\0\x01";
+pub(crate) const HEADER: usize = 4096;
+const MAX_WRITES: usize = 200;
+const NO_F: u32 = u32::MAX;
+
+/// Where the log slots are.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PplLayout {
+    offset: u64,
+    slot_bytes: u64,
+    slots: u64,
+}
+
+impl PplLayout {
+    /// `None` when the area holds fewer than 3 slots (then there is no log).
+    pub(crate) fn new(meta: &MetaLayout, geo: &Geometry) -> Option<Self> {
+        let slot_bytes = HEADER as u64 + 2 * geo.chunk_bytes() as u64;
+        let slots = u64::from(meta.ppl_bytes) / slot_bytes;
+        (slots >= 3).then_some(PplLayout {
+            offset: meta.ppl_offset,
+            slot_bytes,
+            slots,
+        })
+    }
+
+    pub(crate) fn slot(&self, geo: &Geometry, stripe: StripeIdx) -> u64 {
+        (stripe.0 / geo.members() as u64) % self.slots
+    }
+
+    /// Byte offset of `stripe`'s slot on its parity member.
+    pub(crate) fn slot_offset(&self, geo: &Geometry, stripe: StripeIdx) -> u64 {
+        self.offset + self.slot(geo, stripe) * self.slot_bytes
+    }
+
+    /// Key for the slot lock of `stripe` (parity member, slot).
+    pub(crate) fn lock_key(&self, geo: &Geometry, stripe: StripeIdx) -> StripeIdx {
+        StripeIdx(((geo.parity_member(stripe).0 as u64) << 32) | self.slot(geo, stripe))
+    }
+}
+
+/// One log entry's header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub epoch: u64,
+    pub stripe: u64,
+    pub lo: u64,
+    pub hi: u64,
+    /// Data index of the missing chunk and the rows of it the write modifies.
+    pub f: Option<(usize, u64, u64)>,
+    /// (data index, first row, end row) of every modified chunk.
+    pub writes: Vec<(usize, u64, u64)>,
+    pub pp_crc: u32,
+    pub f_crc: u32,
+}
+
+impl Entry {
+    pub(crate) fn encode(&self) -> Option<AlignedBuf> {
+        if self.writes.len() > MAX_WRITES {
+            return None;
+        }
+        let mut b = AlignedBuf::new(HEADER, 4096);
+        b[..8].copy_from_slice(&MAGIC);
+        let mut o = 8;
+        let mut put = |b: &mut AlignedBuf, v: u64| {
+            b[o..o + 8].copy_from_slice(&v.to_le_bytes());
+            o += 8;
+        };
+        put(&mut b, self.epoch);
+        put(&mut b, self.stripe);
+        put(&mut b, self.lo);
+        put(&mut b, self.hi);
+        let (fi, fs, fe) = self
+            .f
+            .map_or((u64::from(NO_F), 0, 0), |(i, s, e)| (i as u64, s, e));
+        put(&mut b, fi);
+        put(&mut b, fs);
+        put(&mut b, fe);
+        put(&mut b, u64::from(self.pp_crc));
+        put(&mut b, u64::from(self.f_crc));
+        put(&mut b, self.writes.len() as u64);
+        for &(d, s, e) in &self.writes {
+            put(&mut b, d as u64);
+            put(&mut b, s);
+            put(&mut b, e);
+        }
+        let crc = crc32c(&b[..HEADER - 4]);
+        b[HEADER - 4..].copy_from_slice(&crc.to_le_bytes());
+        Some(b)
+    }
+
+    pub(crate) fn decode(b: &[u8]) -> Option<Entry> {
+        if b.len() < HEADER || b[..8] != MAGIC {
+            return None;
+        }
+        let mut crc = [0u8; 4];
+        crc.copy_from_slice(&b[HEADER - 4..HEADER]);
+        if u32::from_le_bytes(crc) != crc32c(&b[..HEADER - 4]) {
+            return None;
+        }
+        let mut o = 8;
+        let mut get = || {
+            let mut x = [0u8; 8];
+            x.copy_from_slice(&b[o..o + 8]);
+            o += 8;
+            u64::from_le_bytes(x)
+        };
+        let (epoch, stripe, lo, hi) = (get(), get(), get(), get());
+        let (fi, fs, fe) = (get(), get(), get());
+        let (pp_crc, f_crc) = (get() as u32, get() as u32);
+        let n = get() as usize;
+        if n > MAX_WRITES || lo > hi {
+            return None;
+        }
+        let writes = (0..n).map(|_| (get() as usize, get(), get())).collect();
+        let f = (fi != u64::from(NO_F)).then_some((fi as usize, fs, fe));
+        Some(Entry {
+            epoch,
+            stripe,
+            lo,
+            hi,
+            f,
+            writes,
+            pp_crc,
+            f_crc,
+        })
+    }
+}
+
+/// Applies the valid log entries found on `members` (roles in order; `None` = missing)
+/// for epoch `epoch`, with `missing` the role that was missing when they were written.
+/// Stripes below `valid_below` (the rebuild checkpoint, for a role being rebuilt) are
+/// resynced from all members instead. Returns the number of stripes repaired.
+pub(crate) fn recover(
+    geo: &Geometry,
+    meta: &MetaLayout,
+    members: &[Option<std::sync::Arc<dyn Member>>],
+    epoch: u64,
+    missing: usize,
+    valid_below: u64,
+    parity: &dyn crate::parity::ParityEngine,
+) -> Result<u64, RaidError> {
+    let Some(layout) = PplLayout::new(meta, geo) else {
+        return Ok(0);
+    };
+    let bs = geo.block_bytes();
+    let cb = geo.chunk_bytes();
+    let mut repaired = 0;
+    let io = |role: usize, e: crate::error::MemberError| RaidError::Member {
+        role: MemberIdx(role),
+        source: e,
+    };
+    for (role, m) in members.iter().enumerate() {
+        let Some(m) = m else { continue };
+        for slot in 0..layout.slots {
+            let off = layout.offset + slot * layout.slot_bytes;
+            let mut head = AlignedBuf::new(HEADER, 4096);
+            m.read_at(off, &mut head).map_err(|e| io(role, e))?;
+            let Some(entry) = Entry::decode(&head) else {
+                continue;
+            };
+            let stripe = StripeIdx(entry.stripe);
+            if entry.epoch != epoch
+                || entry.stripe >= geo.stripes()
+                || geo.parity_member(stripe).0 != role
+                || layout.slot(geo, stripe) != slot
+                || entry.hi > geo.chunk_blocks()
+            {
+                continue;
+            }
+            let base = geo.stripe_member_block(stripe).0;
+            let data_off = |row: u64| meta.data_offset + (base + row) * bs as u64;
+            let len = (entry.hi - entry.lo) as usize * bs;
+            if entry.stripe < valid_below {
+                // The rebuild already passed this stripe, so every member holds valid data:
+                // recompute parity from the data chunks.
+                let mut acc = AlignedBuf::new(cb, 4096);
+                let mut tmp = AlignedBuf::new(cb, 4096);
+                let mut complete = true;
+                for d in 0..geo.data_members() {
+                    let r = geo.data_member(stripe, d).0;
+                    let Some(dm) = members[r].as_ref() else {
+                        complete = false;
+                        break;
+                    };
+                    dm.read_at(data_off(0), &mut tmp[..cb])
+                        .map_err(|e| io(r, e))?;
+                    parity.xor_acc(&[&tmp[..cb]], &mut acc[..cb])?;
+                }
+                if complete {
+                    m.write_at(data_off(0), &acc[..cb])
+                        .map_err(|e| io(role, e))?;
+                    repaired += 1;
+                }
+                continue;
+            }
+            if role == missing {
+                // A role being rebuilt holds no valid parity above the checkpoint.
+                continue;
+            }
+            let mut pp = AlignedBuf::new(cb, 4096);
+            m.read_at(off + HEADER as u64, &mut pp[..len])
+                .map_err(|e| io(role, e))?;
+            if crc32c(&pp[..len]) != entry.pp_crc {
+                continue;
+            }
+            let mut newf = AlignedBuf::new(cb, 4096);
+            if let Some((_, fs, fe)) = entry.f {
+                if fs > fe || fe > entry.hi || fs < entry.lo {
+                    continue;
+                }
+                let flen = (fe - fs) as usize * bs;
+                m.read_at(off + HEADER as u64 + cb as u64, &mut newf[..flen])
+                    .map_err(|e| io(role, e))?;
+                if crc32c(&newf[..flen]) != entry.f_crc {
+                    continue;
+                }
+            }
+            // parity = PP ^ current modified survivors ^ new f rows.
+            let mut tmp = AlignedBuf::new(cb, 4096);
+            let mut valid = true;
+            for &(d, s, e) in &entry.writes {
+                if d >= geo.data_members() || s > e || s < entry.lo || e > entry.hi {
+                    valid = false;
+                    break;
+                }
+                let rel = (s - entry.lo) as usize * bs..(e - entry.lo) as usize * bs;
+                let r = geo.data_member(stripe, d).0;
+                if r == missing {
+                    if let Some((_, fs, fe)) = entry.f {
+                        if fs == s && fe == e {
+                            parity.xor_acc(&[&newf[..rel.len()]], &mut pp[rel])?;
+                            continue;
+                        }
+                    }
+                    valid = false;
+                    break;
+                }
+                let Some(dm) = members[r].as_ref() else {
+                    valid = false;
+                    break;
+                };
+                dm.read_at(data_off(s), &mut tmp[..rel.len()])
+                    .map_err(|e| io(r, e))?;
+                parity.xor_acc(&[&tmp[..rel.len()]], &mut pp[rel])?;
+            }
+            if !valid {
+                continue;
+            }
+            m.write_at(data_off(entry.lo), &pp[..len])
+                .map_err(|e| io(role, e))?;
+            repaired += 1;
+        }
+        m.flush().map_err(|e| io(role, e))?;
+    }
+    Ok(repaired)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trip_and_corruption() {
+        let e = Entry {
+            epoch: 3,
+            stripe: 77,
+            lo: 1,
+            hi: 9,
+            f: Some((2, 3, 9)),
+            writes: vec![(0, 1, 4), (2, 3, 9)],
+            pp_crc: 0xDEAD,
+            f_crc: 0xBEEF,
+        };
+        let b = e.encode().unwrap();
+        assert_eq!(Entry::decode(&b), Some(e.clone()));
+        let mut bad = AlignedBuf::new(HEADER, 4096);
+        bad.copy_from_slice(&b);
+        bad[40] ^= 1;
+        assert_eq!(Entry::decode(&bad), None);
+        assert_eq!(Entry::decode(&[0u8; HEADER]), None);
+        assert_eq!(Entry::decode(&b[..100]), None);
+    }
+}
