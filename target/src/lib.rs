@@ -7,6 +7,7 @@
 
 pub mod config;
 pub mod controller;
+pub mod discovery;
 pub mod io;
 pub mod registry;
 pub mod status;
