@@ -13,3 +13,4 @@ pub mod io;
 pub mod registry;
 pub mod status;
 pub mod subsystem;
+pub mod systemd;
