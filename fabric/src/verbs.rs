@@ -498,6 +498,8 @@ pub struct VerbsQp {
     pub(crate) conn: ConnId,
     pub(crate) caps: QpCaps,
     pub(crate) has_srq: bool,
+    pub(crate) scratch_sges: Vec<sys::ibv_sge>,
+    pub(crate) scratch_wrs: Vec<sys::ibv_send_wr>,
     pub(crate) _keep: (
         VerbsPd,
         VerbsCqHandle,
@@ -506,7 +508,8 @@ pub struct VerbsQp {
     ),
 }
 // SAFETY: a QP may be used from any thread, one at a time (&mut); teardown is serialized with
-// the CM through the id's lock.
+// the CM through the id's lock; the scratch buffers' raw pointers are only dereferenced by the
+// provider during a post made through &mut self.
 unsafe impl Send for VerbsQp {}
 
 impl Drop for VerbsQp {
@@ -541,7 +544,11 @@ impl QueuePair for VerbsQp {
                 )));
             }
         }
-        let mut sges: Vec<sys::ibv_sge> = Vec::with_capacity(wrs.len() * 2);
+        // Scratch buffers kept in the QP: no allocation per post once warm.
+        let mut sges = std::mem::take(&mut self.scratch_sges);
+        let mut chain = std::mem::take(&mut self.scratch_wrs);
+        sges.clear();
+        chain.clear();
         for w in wrs {
             match w.payload {
                 Payload::Sges(s) => sges.extend(s.iter().map(|s| sys::ibv_sge {
@@ -556,7 +563,6 @@ impl QueuePair for VerbsQp {
                 }),
             }
         }
-        let mut chain: Vec<sys::ibv_send_wr> = Vec::with_capacity(wrs.len());
         let mut at = 0usize;
         for w in wrs {
             // SAFETY: ibv_send_wr is a plain C struct (integers, raw pointers, unions of them);
@@ -619,14 +625,17 @@ impl QueuePair for VerbsQp {
         // region holds its memory and is only deregistered when dropped by its owner, which
         // the device then cannot reach (dereg fences the device's access).
         let r = unsafe { sys::ibv_post_send(self.qp, base, &mut bad) };
-        if r == 0 {
-            return Ok(());
-        }
         let posted = if bad.is_null() {
             0
         } else {
             (bad as usize - base as usize) / std::mem::size_of::<sys::ibv_send_wr>()
         };
+        // The provider has copied everything; what the scratch still points at is never read.
+        self.scratch_sges = sges;
+        self.scratch_wrs = chain;
+        if r == 0 {
+            return Ok(());
+        }
         Err(PostError {
             posted,
             error: os("ibv_post_send", r),

@@ -281,6 +281,8 @@ impl VerbsCm {
             conn: ConnId(conn),
             caps,
             has_srq: init.srq.is_some(),
+            scratch_sges: Vec::with_capacity(16),
+            scratch_wrs: Vec::with_capacity(4),
             _keep: (
                 init.pd.clone(),
                 init.send_cq.clone(),
