@@ -10,6 +10,7 @@ pub mod config;
 pub mod controller;
 pub mod discovery;
 pub mod io;
+pub mod metrics;
 pub mod registry;
 pub mod status;
 pub mod subsystem;
