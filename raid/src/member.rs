@@ -47,6 +47,13 @@ pub trait Member: Send + Sync + fmt::Debug {
     fn alignment(&self) -> usize {
         1
     }
+
+    /// Whether completed writes can sit in a volatile cache until `flush` (true unless the
+    /// member knows better). Ordering-critical writes (the partial-parity log) are flushed
+    /// only on members where this is true, as md does.
+    fn volatile_write_cache(&self) -> bool {
+        true
+    }
 }
 
 pub(crate) fn check_range(m: &dyn Member, offset: u64, len: usize) -> Result<(), MemberError> {
@@ -179,6 +186,10 @@ impl Member for MemMember {
 
     fn flush(&self) -> Result<(), MemberError> {
         Ok(())
+    }
+
+    fn volatile_write_cache(&self) -> bool {
+        false
     }
 }
 
@@ -446,6 +457,10 @@ impl Member for FaultyMember {
 
     fn alignment(&self) -> usize {
         self.inner.alignment()
+    }
+
+    fn volatile_write_cache(&self) -> bool {
+        self.inner.volatile_write_cache()
     }
 }
 

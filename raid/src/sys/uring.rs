@@ -42,6 +42,7 @@ pub struct FileMember {
     file: File,
     size: u64,
     align: usize,
+    volatile_cache: bool,
 }
 
 impl FileMember {
@@ -62,11 +63,13 @@ impl FileMember {
             .map_err(open_err)?;
         // Works for regular files and block devices alike.
         let size = file.seek(SeekFrom::End(0)).map_err(open_err)?;
+        let volatile_cache = write_cache_is_volatile(&file);
         Ok(FileMember {
             name,
             file,
             size,
             align: align.max(512),
+            volatile_cache,
         })
     }
 
@@ -127,6 +130,35 @@ impl Member for FileMember {
     fn alignment(&self) -> usize {
         self.align
     }
+
+    fn volatile_write_cache(&self) -> bool {
+        self.volatile_cache
+    }
+}
+
+/// Reads the block device's `queue/write_cache` in sysfs ("write back" = volatile, "write
+/// through" = not) for a block device or the device under a regular file. Unknown → volatile.
+fn write_cache_is_volatile(file: &File) -> bool {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let Ok(meta) = file.metadata() else {
+        return true;
+    };
+    let dev = if meta.file_type().is_block_device() {
+        meta.rdev()
+    } else {
+        meta.dev()
+    };
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let base = format!("/sys/dev/block/{major}:{minor}");
+    for path in [
+        format!("{base}/queue/write_cache"),
+        format!("{base}/../queue/write_cache"),
+    ] {
+        if let Ok(s) = std::fs::read_to_string(&path) {
+            return s.trim() != "write through";
+        }
+    }
+    true
 }
 
 /// A registered memory region (address range and its fixed-buffer index).
