@@ -161,9 +161,10 @@ pub fn run_all<F: Fabric>(
     r
 }
 
-/// Generates one `#[test]` per conformance case against the backend `make_env` builds.
-/// `make_env` is an expression of type `fn(&mut dyn FnMut(&Env<'_, F>))`-like closure:
-/// `|run| { let net = ...; run(&Env { ... }) }`.
+/// Generates one `#[test]` per named conformance case against a backend:
+/// `conformance_tests!(Backend, with_env, case_a, case_b, ...)`, where `with_env` is a
+/// function or closure taking `&mut dyn FnMut(&Env<'_, Backend>)` that builds the devices and
+/// calls it once (see `fabric/tests/conformance_mem.rs`). A skipped case prints why.
 #[macro_export]
 macro_rules! conformance_tests {
     ($fabric:ty, $with_env:expr, $($name:ident),* $(,)?) => {
