@@ -358,7 +358,8 @@ fn unclean_stop_resyncs_only_dirty_regions() {
     a.write(&mut SyncExecutor, ArrayBlock(0), &[9u8; 4096])
         .unwrap();
     model[..4096].fill(9);
-    assert_eq!(a.bitmap.dirty_regions(), vec![0]);
+    assert_eq!(a.dirty_regions(), vec![0]);
+    assert_eq!(a.bitmap_region_stripes(), 2);
     // Corrupt parity of stripe 0 as a torn write would leave it.
     let pm = a.geometry().parity_member(StripeIdx(0)).0;
     drop(a);
@@ -495,4 +496,22 @@ fn concurrent_writers_on_shared_stripes_keep_parity_consistent() {
         t.join().unwrap();
     }
     assert_eq!(scrub_mismatches(&a), 0);
+}
+
+#[test]
+fn bitmap_bits_are_durable_before_writes_and_cleared_when_idle() {
+    let r = rig(4, 4096, 4096);
+    // Stripe 5 lies in region 2 (2 stripes per bit).
+    let block = r.array.geometry().logical_block(StripeIdx(5), 0, 0);
+    r.array
+        .write(&mut SyncExecutor, block, &[3u8; 4096])
+        .unwrap();
+    assert_eq!(r.array.dirty_regions(), vec![2]);
+    for m in &r.mems {
+        let bits = m.snapshot()[4096];
+        assert_eq!(bits, 0b100, "bit 2 on every member's copy");
+    }
+    r.array.clear_bitmap().unwrap();
+    assert!(r.array.dirty_regions().is_empty());
+    assert!(r.mems.iter().all(|m| m.snapshot()[4096] == 0));
 }
