@@ -15,14 +15,15 @@ done
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
-# Build side: a C compiler for crates that build C, clang for bindgen, pkg-config.
-pkgs=(build-essential pkg-config clang libclang-dev)
+# Build side: a C compiler for crates that build C, clang + cmake for rdma-mummy-sys (bindgen and
+# its run-time loader), pkg-config.
+pkgs=(build-essential pkg-config clang libclang-dev cmake)
 # Reference libraries the benchmarks compare against (ISA-L).
 pkgs+=(libisal-dev)
 if [ "$want_lab" = 1 ]; then
   # deploy/lab/README.md says what each is for.
-  pkgs+=(qemu-system-x86 linux-image-amd64 rdma-core ibverbs-utils rdmacm-utils perftest
-         nvme-cli fio mdadm busybox-static cpio xz-utils kmod e2fsprogs iproute2)
+  pkgs+=(qemu-system-x86 linux-image-amd64 rdma-core ibverbs-utils ibverbs-providers rdmacm-utils
+         perftest nvme-cli fio mdadm busybox-static cpio xz-utils kmod e2fsprogs iproute2 jq)
 fi
 
 missing=()
