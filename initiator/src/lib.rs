@@ -1,1 +1,31 @@
-//! User-space NVMe-oF host. Not implemented yet (issue 6).
+//! Raidline's user-space NVMe-over-Fabrics host: the host side of every in-process end-to-end
+//! test, and the engine of the `raidline-initiator` CLI (discover, identify, read/write,
+//! verify, perf), speaking NVMe/RDMA over any [`raidline_fabric::Fabric`] — the in-memory
+//! fabric in `cargo test`, verbs + RDMA CM on real or soft-RoCE devices.
+//!
+//! Layers, bottom up:
+//! - [`queue`]: one NVMe/RDMA queue (CM connect with the NVMe/RDMA private data, registered
+//!   SQE/response/data slots, the life cycle of each command, deadlines, failure handling);
+//! - [`controller`]: the admin queue bring-up (Connect, Property Get/Set enable sequence,
+//!   Identify), keep-alive, AER, Number of Queues and the I/O queues;
+//! - [`discovery`]: the discovery log with the generation-counter re-read;
+//! - [`io`]: Read/Write/Flush/Write Zeroes/Dataset Management and pipelined transfers;
+//! - [`pattern`], [`perf`], [`hist`]: what `verify` and `perf` are made of.
+//!
+//! Nothing here blocks without a deadline: every command but the AER times out, and a
+//! disconnect or a transport error fails every command in flight at once.
+
+pub mod controller;
+pub mod discovery;
+pub mod error;
+pub mod hist;
+pub mod io;
+pub mod pattern;
+pub mod perf;
+pub mod queue;
+pub mod types;
+
+pub use controller::{Controller, ControllerOptions, Namespace};
+pub use error::Error;
+pub use queue::{Queue, QueueParams, Xfer};
+pub use types::{HostIdentity, Lba, Nsid, Qid, Tag};

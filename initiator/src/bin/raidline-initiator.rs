@@ -1,0 +1,2 @@
+//! `raidline-initiator`: the CLI (being written).
+fn main() {}
