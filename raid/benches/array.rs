@@ -295,6 +295,48 @@ fn main() {
         }
     }
     array.set_write_hole_protection(true);
+    // The same with 8 threads (each its own ring, like target pollers): log flushes of
+    // concurrent requests are shared (group commit).
+    let threads = 8;
+    let mt = |enabled: bool| {
+        array.set_write_hole_protection(enabled);
+        let total = std::sync::atomic::AtomicU64::new(0);
+        let t0 = Instant::now();
+        std::thread::scope(|sc| {
+            for t in 0..threads {
+                let (array, total) = (&array, &total);
+                sc.spawn(move || {
+                    let mut ex = UringExecutor::new(64).expect("io_uring");
+                    let mut buf = raidline_raid::AlignedBuf::new(4096, 4096);
+                    buf.fill(t as u8);
+                    let mut rng = Rng(0x9E37 + t as u64);
+                    let (n, _) = timed(budget, || {
+                        array
+                            .write(&mut ex, ArrayBlock(rng.next(cap_blocks)), &buf)
+                            .expect("write");
+                        1
+                    });
+                    total.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                });
+            }
+        });
+        (total.into_inner(), t0.elapsed().as_secs_f64())
+    };
+    let (mut on8, mut off8) = ((0u64, 0f64), (0u64, 0f64));
+    for round in 0..2 {
+        let order = if round % 2 == 0 {
+            [true, false]
+        } else {
+            [false, true]
+        };
+        for enabled in order {
+            let (n, s) = mt(enabled);
+            let acc = if enabled { &mut on8 } else { &mut off8 };
+            acc.0 += n;
+            acc.1 += s;
+        }
+    }
+    array.set_write_hole_protection(true);
     rows.push((
         "degraded 4 KiB random write, QD1, write-hole log on".into(),
         iops(on.0, on.1),
@@ -303,6 +345,22 @@ fn main() {
     rows.push((
         "degraded 4 KiB random write, QD1, write-hole log off".into(),
         iops(off.0, off.1),
+        "-".into(),
+    ));
+    rows.push((
+        "degraded 4 KiB random write, 8 threads, write-hole log on".into(),
+        iops(on8.0, on8.1),
+        "-".into(),
+    ));
+    rows.push((
+        "degraded 4 KiB random write, 8 threads, write-hole log off".into(),
+        iops(off8.0, off8.1),
+        "-".into(),
+    ));
+    let cost8 = 1.0 - (on8.0 as f64 / on8.1) / (off8.0 as f64 / off8.1);
+    rows.push((
+        "write-hole protection cost, 8 threads (IOPS lost)".into(),
+        format!("{:.1} %", cost8 * 100.0),
         "-".into(),
     ));
     let cost = 1.0 - (on.0 as f64 / on.1) / (off.0 as f64 / off.1);

@@ -149,6 +149,7 @@ impl Array {
             ppl: super::ppl::PplLayout::new(&meta, &geo),
             ppl_locks: locks::StripeLocks::default(),
             ppl_enabled: AtomicBool::new(true),
+            flush_gates: (0..geo.members()).map(|_| Default::default()).collect(),
             bitmap: bitmap::Bitmap::new(&meta, geo.stripes(), bits),
             geo,
             meta,

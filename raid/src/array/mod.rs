@@ -19,6 +19,7 @@
 
 pub mod assemble;
 pub mod bitmap;
+pub mod flush;
 pub mod locks;
 pub mod ppl;
 pub mod read;
@@ -203,6 +204,8 @@ pub struct Array {
     ppl: Option<ppl::PplLayout>,
     ppl_locks: locks::StripeLocks,
     ppl_enabled: AtomicBool,
+    /// Per role: group commit of the log's cache flushes.
+    flush_gates: Vec<flush::FlushGate>,
     tracker: sync::TrackerCell,
 }
 

@@ -1,0 +1,121 @@
+//! Group commit for cache flushes: concurrent requests that each need "my completed writes
+//! to this member are durable" share one flush.
+//!
+//! Invariant: a caller takes a ticket after its writes completed; any flush that *starts*
+//! after the ticket was taken covers those writes. The gate runs at most one flush per
+//! member at a time; a caller whose ticket is newer than the running flush's start waits for
+//! the next one (which it or another waiter starts), so it never returns uncovered.
+
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use crate::error::MemberError;
+use crate::member::Member;
+
+#[derive(Debug, Default)]
+struct State {
+    /// Highest ticket issued.
+    issued: u64,
+    /// Every ticket up to this one is covered by a completed flush.
+    covered: u64,
+    running: bool,
+}
+
+/// One member's flush gate.
+#[derive(Debug, Default)]
+pub struct FlushGate {
+    state: Mutex<State>,
+    done: Condvar,
+}
+
+impl FlushGate {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Returns once writes to `member` that completed before this call are durable.
+    pub fn flush(&self, member: &dyn Member) -> Result<(), MemberError> {
+        let mut st = self.lock();
+        st.issued += 1;
+        let mine = st.issued;
+        loop {
+            if st.covered >= mine {
+                return Ok(());
+            }
+            if !st.running {
+                st.running = true;
+                let upto = st.issued;
+                drop(st);
+                let r = member.flush();
+                st = self.lock();
+                st.running = false;
+                if r.is_ok() {
+                    st.covered = st.covered.max(upto);
+                }
+                self.done.notify_all();
+                r?;
+                continue;
+            }
+            st = self.done.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::member::MemMember;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    /// Counts flushes, each taking a while.
+    #[derive(Debug)]
+    struct SlowFlush(MemMember, AtomicU64);
+
+    impl Member for SlowFlush {
+        fn name(&self) -> &str {
+            self.0.name()
+        }
+        fn size_bytes(&self) -> u64 {
+            self.0.size_bytes()
+        }
+        fn read_at(&self, o: u64, b: &mut [u8]) -> Result<(), MemberError> {
+            self.0.read_at(o, b)
+        }
+        fn write_at(&self, o: u64, b: &[u8]) -> Result<(), MemberError> {
+            self.0.write_at(o, b)
+        }
+        fn flush(&self) -> Result<(), MemberError> {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            self.1.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn concurrent_callers_share_flushes() {
+        let m = Arc::new(SlowFlush(MemMember::new("m", 4096), AtomicU64::new(0)));
+        let gate = Arc::new(FlushGate::default());
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let (m, gate) = (m.clone(), gate.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..10 {
+                        gate.flush(&*m).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let flushes = m.1.load(Ordering::SeqCst);
+        assert!(
+            flushes < 80,
+            "80 requests should share flushes, took {flushes}"
+        );
+        assert!(
+            flushes >= 10,
+            "each thread's 10 sequential calls need 10 distinct flushes"
+        );
+    }
+}
