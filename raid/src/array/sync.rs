@@ -384,6 +384,41 @@ impl Array {
         Ok(last)
     }
 
+    /// Runs a pending resync to the end at the throttle's rate (sleeping between steps).
+    pub fn run_resync<E: Executor + ?Sized>(
+        &self,
+        exec: &mut E,
+        throttle: &mut Throttle,
+    ) -> Result<Option<SyncProgress>, RaidError> {
+        let mut last = None;
+        let step_bytes = 16 * (self.geo.chunk_bytes() * self.geo.members()) as u64;
+        while let Some(p) = self.resync_step(exec, 16)? {
+            last = Some(p);
+            if p.finished {
+                break;
+            }
+            std::thread::sleep(throttle.account(step_bytes, Instant::now()));
+        }
+        Ok(last)
+    }
+
+    /// Runs one whole scrub pass (check, or repair) at the throttle's rate.
+    pub fn run_scrub<E: Executor + ?Sized>(
+        &self,
+        exec: &mut E,
+        repair: bool,
+        throttle: &mut Throttle,
+    ) -> Result<SyncProgress, RaidError> {
+        let step_bytes = 16 * (self.geo.chunk_bytes() * self.geo.members()) as u64;
+        loop {
+            let p = self.scrub_step(exec, 16, repair)?;
+            if p.finished {
+                return Ok(p);
+            }
+            std::thread::sleep(throttle.account(step_bytes, Instant::now()));
+        }
+    }
+
     /// Resyncs up to `max_stripes` stripes of dirty regions. `Ok(None)` when none is pending.
     pub fn resync_step<E: Executor + ?Sized>(
         &self,

@@ -388,7 +388,10 @@ fn new_array_without_assume_clean_resyncs_everything() {
     };
     let a = Array::create(arcs, vec![], &cfg, Arc::new(CpuXor::detect())).unwrap();
     assert!(a.resync_pending());
-    let p = a.resync_step(&mut SyncExecutor, 100).unwrap().unwrap();
+    let p = a
+        .run_resync(&mut SyncExecutor, &mut Throttle::new(None))
+        .unwrap()
+        .unwrap();
     assert!(p.finished && p.mismatches >= 1);
     assert_eq!(scrub_mismatches(&a), 0);
 }
@@ -401,7 +404,10 @@ fn scrub_finds_and_repairs_silent_corruption() {
     r.mems[2].poke(MIB + 3 * 4096, &[0x5A; 100]);
     r.mems[0].poke(MIB + 9 * 4096, &[0x5A; 100]);
     assert_eq!(scrub_mismatches(&r.array), 2);
-    let p = r.array.scrub_step(&mut SyncExecutor, 100, true).unwrap();
+    let p = r
+        .array
+        .run_scrub(&mut SyncExecutor, true, &mut Throttle::new(Some(1 << 40)))
+        .unwrap();
     assert_eq!(p.mismatches, 2);
     assert_eq!(scrub_mismatches(&r.array), 0);
 }
@@ -599,4 +605,63 @@ fn throttle_paces_to_the_configured_rate() {
     );
     let mut free = Throttle::new(None);
     assert_eq!(free.account(u64::MAX / 2, t0), std::time::Duration::ZERO);
+}
+
+#[test]
+fn rebuild_resumes_from_its_checkpoint_after_restart() {
+    let stripes = 200;
+    let (mems, _f, arcs) = members(3, MIB + stripes * 4096);
+    let cfg = ArrayConfig {
+        chunk: ChunkSize::new(4096).unwrap(),
+        assume_clean: true,
+        ..ArrayConfig::default()
+    };
+    let a = Array::create(arcs, vec![], &cfg, Arc::new(CpuXor::detect())).unwrap();
+    let cap = a.geometry().capacity_bytes() as usize;
+    let data = pattern(9, cap);
+    a.write(&mut SyncExecutor, ArrayBlock(0), &data).unwrap();
+    drop(a);
+    // Member 1 is gone; a blank replacement is rebuilt part of the way.
+    let spare = MemMember::new("spare", MIB + stripes * 4096);
+    let set = |with: &MemMember| -> Vec<Arc<dyn Member>> {
+        vec![
+            Arc::new(mems[0].clone()),
+            Arc::new(mems[2].clone()),
+            Arc::new(with.clone()),
+        ]
+    };
+    let a = Array::assemble(
+        set(&MemMember::new("none", 1)),
+        None,
+        Arc::new(CpuXor::detect()),
+    )
+    .unwrap()
+    .array;
+    a.add_spare(Arc::new(spare.clone())).unwrap();
+    let p = a.rebuild_step(&mut SyncExecutor, 100).unwrap().unwrap();
+    assert_eq!(p.done, 100);
+    // Crash (no stop): the persisted checkpoint is the last multiple of 64.
+    drop(a);
+    let a = Array::assemble(set(&spare), None, Arc::new(CpuXor::detect()))
+        .unwrap()
+        .array;
+    assert_eq!(a.rebuild_progress().unwrap().done, 64);
+    a.rebuild_step(&mut SyncExecutor, 10).unwrap();
+    // Clean stop keeps the exact position.
+    a.stop().unwrap();
+    drop(a);
+    let a = Array::assemble(set(&spare), None, Arc::new(CpuXor::detect()))
+        .unwrap()
+        .array;
+    assert_eq!(a.rebuild_progress().unwrap().done, 74);
+    let mut t = Throttle::new(None);
+    assert!(
+        a.run_rebuild(&mut SyncExecutor, &mut t)
+            .unwrap()
+            .unwrap()
+            .finished
+    );
+    assert!(a.degraded_roles().is_empty());
+    assert_eq!(read_all(&a).unwrap(), data);
+    assert_eq!(scrub_mismatches(&a), 0);
 }
