@@ -1,1 +1,22 @@
-//! Congestion control. Not implemented yet (issue 7).
+//! Congestion control for Raidline: algorithms, per-QP pacing, RTT probing and a simulator.
+//!
+//! - [`algo`]: the [`CongestionControl`](algo::CongestionControl) trait (events in, a decision
+//!   out, a fixed-size per-flow state, named run-time parameters) and the algorithms `rtt-aimd`
+//!   (Raidline's default), `ctcc`, `swift`, `timely`, `dcqcn` and `fixed`.
+//! - [`pacer`] and [`probe`]: the runtime side shared by the live target and the simulator —
+//!   a token bucket with a window, and one-probe-in-flight RTT bookkeeping; neither reads a clock.
+//! - [`sim`]: `raidline-ccsim`'s discrete-event, packet-level network simulator.
+//!
+//! Invariant across the crate: algorithms are pure functions of (parameters, state, now, event);
+//! only runtimes own time.
+
+pub mod algo;
+pub mod error;
+pub mod pacer;
+pub mod params;
+pub mod probe;
+pub mod sim;
+pub mod units;
+
+pub use error::CcError;
+pub use units::{Nanos, Rate};

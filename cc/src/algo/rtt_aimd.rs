@@ -1,0 +1,471 @@
+//! `rtt-aimd`: RTT-target AIMD on a rate, in the CTCC family.
+//!
+//! Law (per RTT probe; `base` = lowest RTT seen, `dt` = time since the previous update):
+//! - projected RTT `rtt_p = rtt + (rtt − rtt_prev)·(rtt − base)/(dt/2)`, never below `base`;
+//! - target `base + offset + scale/sqrt(rate in Gb/s)`, the scaled term capped at its value at
+//!   the minimum rate and at `scale_cap_us` (so low-rate flows aim a little higher: fairness);
+//! - `rtt_p ≥ target`: `rate *= 1 − beta·(rtt_p − target)/(rtt_p − base)`, stage back to 0;
+//! - otherwise `stage = min(stage + 1, stage_max)`, `rate += min(rate·incr_cap, ai·stage)`;
+//! - NACK (out of sequence): halve; probe lost after `waited`: treated as an RTT of `waited`.
+//!
+//! Probes are asked for every `probe_bytes` sent and, when `probe_interval_us` > 0, also when
+//! that long has passed since the last request (checked on each send). The rate always stays in
+//! `[min_rate, line_rate]`; the minimum defaults to 100 Gb/s / 2^14 so 7,000 flows fit in 100 G.
+//!
+//! Two parameter sets share this code: [`RttAimd::ctcc`] is the published CTCC law (CC.md), and
+//! [`RttAimd::new`] is Raidline's default, whose defaults are documented in `cc/README.md`.
+
+use super::{clamp_rate, CongestionControl, Decision, Event, NackKind};
+use crate::params::{ParamSpec, Params};
+use crate::units::{Nanos, Rate};
+
+const OFFSET_US: usize = 0;
+const SCALE_US: usize = 1;
+const SCALE_CAP_US: usize = 2;
+const BETA: usize = 3;
+const AI_MBPS: usize = 4;
+const STAGE_MAX: usize = 5;
+const INCR_CAP: usize = 6;
+const PROBE_BYTES: usize = 7;
+const PROBE_INTERVAL_US: usize = 8;
+const MIN_RATE_MBPS: usize = 9;
+const INIT_RATE_MBPS: usize = 10;
+const GRADIENT: usize = 11;
+
+/// Published CTCC values (CC.md); Raidline's default overrides some of them in [`RttAimd::new`].
+static SPECS: [ParamSpec; 12] = [
+    ParamSpec {
+        name: "offset_us",
+        min: 0.0,
+        max: 1000.0,
+        default: 6.0,
+        doc: "fixed target above base RTT, us",
+    },
+    ParamSpec {
+        name: "scale_us",
+        min: 0.0,
+        max: 1000.0,
+        default: 12.0,
+        doc: "rate-scaled target term: scale/sqrt(rate in Gb/s), us",
+    },
+    ParamSpec {
+        name: "scale_cap_us",
+        min: 0.0,
+        max: 100_000.0,
+        default: 100_000.0,
+        doc: "upper bound on the rate-scaled term, us",
+    },
+    ParamSpec {
+        name: "beta",
+        min: 0.0,
+        max: 1.0,
+        default: 0.05,
+        doc: "multiplicative decrease gain",
+    },
+    ParamSpec {
+        name: "ai_mbps",
+        min: 0.0,
+        max: 100_000.0,
+        default: 100.0,
+        doc: "additive step per stage, Mb/s",
+    },
+    ParamSpec {
+        name: "stage_max",
+        min: 1.0,
+        max: 1000.0,
+        default: 10.0,
+        doc: "largest additive stage",
+    },
+    ParamSpec {
+        name: "incr_cap",
+        min: 0.0,
+        max: 10.0,
+        default: 0.25,
+        doc: "largest increase per update as a fraction of the rate",
+    },
+    ParamSpec {
+        name: "probe_bytes",
+        min: 64.0,
+        max: 1e9,
+        default: 9000.0,
+        doc: "bytes sent between probe requests",
+    },
+    ParamSpec {
+        name: "probe_interval_us",
+        min: 0.0,
+        max: 1e6,
+        default: 0.0,
+        doc: "also probe when this long passed since the last request (0: off), us",
+    },
+    ParamSpec {
+        name: "min_rate_mbps",
+        min: 0.001,
+        max: 1e6,
+        default: 100_000.0 / 16_384.0,
+        doc: "rate floor, Mb/s",
+    },
+    ParamSpec {
+        name: "init_rate_mbps",
+        min: 0.001,
+        max: 1e6,
+        default: 100_000.0 / 16_384.0,
+        doc: "rate at flow start (clamped to the line rate), Mb/s",
+    },
+    ParamSpec {
+        name: "gradient",
+        min: 0.0,
+        max: 1.0,
+        default: 1.0,
+        doc: "1: use the gradient-projected RTT, 0: the raw RTT",
+    },
+];
+
+/// Per-flow state (48 bytes).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct State {
+    rate: f64,
+    line: f64,
+    base: u64,
+    prev_rtt: u64,
+    last_update: u64,
+    last_probe_req: u64,
+    bytes_since_probe: u32,
+    stage: u16,
+    have_prev: bool,
+}
+
+/// The RTT-target AIMD algorithm (see the module header for the law).
+#[derive(Clone, Debug)]
+pub struct RttAimd {
+    name: &'static str,
+    params: Params,
+}
+
+impl RttAimd {
+    /// The published CTCC law and parameters (CC.md), named `ctcc`.
+    pub fn ctcc() -> RttAimd {
+        RttAimd {
+            name: "ctcc",
+            params: Params::new("ctcc", &SPECS),
+        }
+    }
+
+    /// Raidline's default, named `rtt-aimd`: the same law with a smaller target (so the standing
+    /// queue at large fan-in stays small), a larger decrease gain, and a time bound on the probe
+    /// interval so low-rate flows still adapt within milliseconds.
+    pub fn new() -> RttAimd {
+        let mut params = Params::new("rtt-aimd", &SPECS);
+        for (name, v) in DEFAULT_OVERRIDES {
+            // The overrides are inside the ranges of SPECS (checked by a unit test).
+            let _ = params.set(name, *v);
+        }
+        RttAimd {
+            name: "rtt-aimd",
+            params,
+        }
+    }
+
+    fn target_ns(&self, s: &State) -> f64 {
+        let p = &self.params;
+        let min_rate = p.at(MIN_RATE_MBPS) * 1e6;
+        let scaled = |rate: f64| p.at(SCALE_US) * 1e3 / (rate.max(1.0) / 1e9).sqrt();
+        let term = scaled(s.rate)
+            .min(scaled(min_rate))
+            .min(p.at(SCALE_CAP_US) * 1e3);
+        s.base as f64 + p.at(OFFSET_US) * 1e3 + term
+    }
+
+    /// One control update from an RTT (already net of remote turnaround).
+    fn update(&self, s: &mut State, now: Nanos, rtt: u64, project: bool) {
+        let p = &self.params;
+        s.base = s.base.min(rtt);
+        let base = s.base as f64;
+        let r = rtt as f64;
+        let mut rtt_p = r;
+        if project && s.have_prev && p.at(GRADIENT) > 0.5 {
+            let dt = now.0.saturating_sub(s.last_update) as f64;
+            if dt > 0.0 {
+                rtt_p = r + (r - s.prev_rtt as f64) * (r - base) / (dt / 2.0);
+            }
+        }
+        let rtt_p = rtt_p.max(base);
+        let target = self.target_ns(s);
+        if rtt_p >= target && rtt_p > base {
+            let cut = (p.at(BETA) * (rtt_p - target) / (rtt_p - base)).min(1.0);
+            s.rate *= 1.0 - cut;
+            s.stage = 0;
+        } else {
+            s.stage = (s.stage + 1).min(p.at(STAGE_MAX) as u16);
+            let step = (s.rate * p.at(INCR_CAP)).min(p.at(AI_MBPS) * 1e6 * f64::from(s.stage));
+            s.rate += step;
+        }
+        s.rate = clamp_rate(s.rate, p.at(MIN_RATE_MBPS) * 1e6, s.line);
+        if project {
+            s.prev_rtt = rtt;
+            s.have_prev = true;
+            s.last_update = now.0;
+        }
+    }
+
+    fn decision(&self, s: &State, probe: bool) -> Decision {
+        Decision {
+            rate: Rate::from_bps_f64(s.rate),
+            window: None,
+            probe,
+            timer: None,
+        }
+    }
+}
+
+impl Default for RttAimd {
+    fn default() -> RttAimd {
+        RttAimd::new()
+    }
+}
+
+/// Raidline's default parameters, where they differ from CTCC's (see `cc/README.md`).
+pub const DEFAULT_OVERRIDES: &[(&str, f64)] = &[
+    ("offset_us", 2.0),
+    ("scale_us", 1.2),
+    ("beta", 0.2),
+    ("probe_bytes", 9000.0),
+    ("probe_interval_us", 200.0),
+    ("init_rate_mbps", 100_000.0 / 8192.0),
+];
+
+impl CongestionControl for RttAimd {
+    type State = State;
+
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn params(&self) -> &Params {
+        &self.params
+    }
+
+    fn params_mut(&mut self) -> &mut Params {
+        &mut self.params
+    }
+
+    fn current_rate(&self, s: &State) -> Rate {
+        Rate::from_bps_f64(s.rate)
+    }
+
+    fn on_event(&self, s: &mut State, now: Nanos, event: Event) -> Decision {
+        let p = &self.params;
+        match event {
+            Event::FlowStart { line_rate } => {
+                *s = State {
+                    line: line_rate.bps(),
+                    base: u64::MAX,
+                    last_probe_req: now.0,
+                    ..State::default()
+                };
+                s.rate = clamp_rate(
+                    p.at(INIT_RATE_MBPS) * 1e6,
+                    p.at(MIN_RATE_MBPS) * 1e6,
+                    s.line,
+                );
+                // A first probe right away gives the flow its base RTT.
+                return self.decision(s, true);
+            }
+            Event::Sent { bytes } => {
+                s.bytes_since_probe = s
+                    .bytes_since_probe
+                    .saturating_add(bytes.min(u64::from(u32::MAX)) as u32);
+                let interval = p.at(PROBE_INTERVAL_US) * 1e3;
+                let by_time =
+                    interval > 0.0 && (now.0.saturating_sub(s.last_probe_req) as f64) >= interval;
+                if f64::from(s.bytes_since_probe) >= p.at(PROBE_BYTES) || by_time {
+                    s.bytes_since_probe = 0;
+                    s.last_probe_req = now.0;
+                    return self.decision(s, true);
+                }
+            }
+            Event::Rtt { rtt, remote } => {
+                let net = rtt - remote.map_or(Nanos::ZERO, |r| r.turnaround());
+                self.update(s, now, net.0.max(1), true);
+            }
+            Event::ProbeLost { waited } => {
+                if s.base != u64::MAX {
+                    self.update(s, now, waited.0.max(s.base), false);
+                }
+            }
+            Event::Nack(NackKind::OutOfSequence) => {
+                s.rate = clamp_rate(s.rate / 2.0, p.at(MIN_RATE_MBPS) * 1e6, s.line);
+                s.stage = 0;
+            }
+            Event::Nack(_) | Event::Ack { .. } | Event::Cnp | Event::Timer => {}
+        }
+        self.decision(s, false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::*;
+    use super::*;
+
+    fn at_rate(a: &RttAimd, gbps: f64, base_us: f64) -> State {
+        let (mut s, _) = started(a);
+        s.rate = gbps * 1e9;
+        s.base = Nanos::from_us_f64(base_us).0;
+        s
+    }
+
+    #[test]
+    fn state_is_small_and_overrides_are_in_range() {
+        assert!(std::mem::size_of::<State>() <= super::super::MAX_STATE_BYTES);
+        let mut p = Params::new("x", &SPECS);
+        for (n, v) in DEFAULT_OVERRIDES {
+            p.set(n, *v).unwrap();
+        }
+    }
+
+    #[test]
+    fn ctcc_target_matches_cc_md_consistency_check() {
+        // 7,000 flows at 100 G: fair share 14.3 Mb/s -> target ~ base + 6 + 12/sqrt(0.0143) us = base + 106 us.
+        let a = RttAimd::ctcc();
+        let s = at_rate(&a, 100.0 / 7000.0, 10.0);
+        let extra_us = (a.target_ns(&s) - 10_000.0) / 1e3;
+        assert!(
+            close(extra_us, 6.0 + 12.0 / (100.0f64 / 7000.0).sqrt(), 1e-9),
+            "{extra_us}"
+        );
+        assert!(extra_us > 105.0 && extra_us < 107.0);
+        // capped at its value at the minimum rate (6.1 Mb/s): 6 + 12/sqrt(0.0061) = 159.6 us
+        let s = at_rate(&a, 0.000_001, 10.0);
+        let cap_us = (a.target_ns(&s) - 10_000.0) / 1e3;
+        assert!(
+            close(cap_us, 6.0 + 12.0 / (100.0f64 / 16384.0).sqrt(), 1e-9),
+            "{cap_us}"
+        );
+    }
+
+    #[test]
+    fn decrease_is_proportional_to_excess_and_at_most_beta() {
+        let a = RttAimd::ctcc();
+        let mut s = at_rate(&a, 10.0, 10.0);
+        // target at 10 Gb/s: 10 + 6 + 12/sqrt(10) = 19.795 us; no previous sample: rtt_p = rtt.
+        let target = a.target_ns(&s);
+        a.on_event(&mut s, Nanos::from_us(100), rtt(40.0));
+        let expect = 10e9 * (1.0 - 0.05 * (40_000.0 - target) / (40_000.0 - 10_000.0));
+        assert!(close(s.rate, expect, 1e-9), "{} vs {}", s.rate, expect);
+        assert_eq!(s.stage, 0);
+        // an enormous RTT cuts by at most beta
+        let mut s = at_rate(&a, 10.0, 10.0);
+        a.on_event(&mut s, Nanos::from_us(100), rtt(1e6));
+        assert!(s.rate >= 10e9 * 0.95 - 1.0 && s.rate < 10e9 * 0.951);
+    }
+
+    #[test]
+    fn increase_is_additive_by_stage_and_capped_at_a_quarter() {
+        let a = RttAimd::ctcc();
+        let mut s = at_rate(&a, 10.0, 10.0);
+        let mut t = 100;
+        for stage in 1..=12u32 {
+            let before = s.rate;
+            t += 100;
+            a.on_event(&mut s, Nanos::from_us(t), rtt(10.0));
+            let expect = (100e6 * f64::from(stage.min(10))).min(before / 4.0);
+            assert!(close(s.rate - before, expect, 1e-9), "stage {stage}");
+        }
+        // a tiny rate grows by at most 25 % per step
+        let mut s = at_rate(&a, 0.01, 10.0);
+        a.on_event(&mut s, Nanos::from_us(50), rtt(10.0));
+        assert!(close(s.rate, 0.0125e9, 1e-9));
+    }
+
+    #[test]
+    fn gradient_projection_reacts_to_a_rising_rtt_before_the_target() {
+        let a = RttAimd::ctcc();
+        // base 10 us; rate 10 G -> target 19.8 us. RTT rises 14 -> 18 us over 4 us:
+        // rtt_p = 18 + 4*(8)/(2) = 34 us > target: decrease although 18 < target.
+        let mut s = at_rate(&a, 10.0, 10.0);
+        a.on_event(&mut s, Nanos::from_us(100), rtt(14.0));
+        let before = s.rate;
+        a.on_event(&mut s, Nanos::from_us(104), rtt(18.0));
+        assert!(s.rate < before, "{} !< {}", s.rate, before);
+        let mut b = RttAimd::ctcc();
+        b.params_mut().set("gradient", 0.0).unwrap();
+        let mut s = at_rate(&b, 10.0, 10.0);
+        b.on_event(&mut s, Nanos::from_us(100), rtt(14.0));
+        let before = s.rate;
+        b.on_event(&mut s, Nanos::from_us(104), rtt(18.0));
+        assert!(s.rate > before);
+    }
+
+    #[test]
+    fn nack_halves_and_floor_and_line_hold() {
+        let a = RttAimd::ctcc();
+        let mut s = at_rate(&a, 8.0, 10.0);
+        let d = a.on_event(&mut s, Nanos(1), Event::Nack(NackKind::OutOfSequence));
+        assert_eq!(d.rate, Rate::from_gbps(4.0));
+        let d = a.on_event(&mut s, Nanos(2), Event::Nack(NackKind::ReceiverNotReady));
+        assert_eq!(d.rate, Rate::from_gbps(4.0), "RNR is not congestion");
+        for i in 0..200 {
+            a.on_event(&mut s, Nanos(3 + i), Event::Nack(NackKind::OutOfSequence));
+        }
+        assert!(close(s.rate, 100e9 / 16384.0, 1e-9));
+        assert!(s.rate * 7000.0 <= 100e9, "7,000 floors fit in 100 G");
+        let mut s = at_rate(&a, 99.99, 10.0);
+        for i in 0..20 {
+            a.on_event(&mut s, Nanos::from_us(10 * (i + 1)), rtt(10.0));
+        }
+        assert_eq!(s.rate, 100e9);
+    }
+
+    #[test]
+    fn probes_every_probe_bytes_and_on_start() {
+        let a = RttAimd::ctcc();
+        let (mut s, d) = started(&a);
+        assert!(d.probe);
+        assert_eq!(d.rate, Rate::from_bps_f64(100e9 / 16384.0));
+        let mut probes = 0;
+        for i in 0..90 {
+            if a.on_event(&mut s, Nanos(i), Event::Sent { bytes: 1000 })
+                .probe
+            {
+                probes += 1;
+            }
+        }
+        assert_eq!(probes, 10);
+        let b = RttAimd::new();
+        let (mut s, _) = started(&b);
+        assert!(
+            !b.on_event(&mut s, Nanos::from_us(10), Event::Sent { bytes: 100 })
+                .probe
+        );
+        assert!(
+            b.on_event(&mut s, Nanos::from_us(250), Event::Sent { bytes: 100 })
+                .probe,
+            "time bound"
+        );
+    }
+
+    #[test]
+    fn remote_turnaround_is_subtracted_and_probe_loss_decreases() {
+        let a = RttAimd::ctcc();
+        let mut s = at_rate(&a, 10.0, 10.0);
+        let ev = Event::Rtt {
+            rtt: Nanos::from_us(30),
+            remote: Some(super::super::RemoteStamps {
+                received: Nanos::from_us(5),
+                sent: Nanos::from_us(25),
+            }),
+        };
+        let before = s.rate;
+        a.on_event(&mut s, Nanos::from_us(100), ev);
+        assert!(s.rate > before, "net RTT 10 us is below target");
+        let before = s.rate;
+        a.on_event(
+            &mut s,
+            Nanos::from_us(500),
+            Event::ProbeLost {
+                waited: Nanos::from_us(300),
+            },
+        );
+        assert!(s.rate < before);
+    }
+}

@@ -1,0 +1,184 @@
+//! RTT-probe bookkeeping for one flow: at most one probe in flight, timeout with back-off, retry.
+//!
+//! The algorithm only asks ([`Decision::probe`](crate::algo::Decision)); the runtime calls
+//! [`Prober::request`], sends whatever [`Prober::poll_send`] hands out (a zero-length RDMA WRITE in
+//! the target, a small packet in the simulator), feeds answers to [`Prober::on_response`] and calls
+//! [`Prober::poll_timeout`] at or after [`Prober::deadline`]. Invariants: at most one probe is
+//! outstanding; an answer counts only if its sequence number is the outstanding one (late answers
+//! to a timed-out probe are ignored); the timeout starts at `base_timeout`, doubles on each loss up
+//! to `max_timeout`, and returns to the base after an answer; a lost probe is retried.
+
+use crate::algo::{Event, RemoteStamps};
+use crate::units::Nanos;
+
+/// Identifies one probe on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ProbeSeq(pub u32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Outstanding {
+    seq: ProbeSeq,
+    sent_at: Nanos,
+    deadline: Nanos,
+}
+
+/// Probe state of one flow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Prober {
+    base_timeout: Nanos,
+    max_timeout: Nanos,
+    timeout: Nanos,
+    next_seq: u32,
+    wanted: bool,
+    outstanding: Option<Outstanding>,
+    min_rtt: Option<Nanos>,
+    lost: u64,
+}
+
+impl Prober {
+    /// Reference values: 300 us, backed off to at most 64 times that.
+    pub fn new(base_timeout: Nanos, max_timeout: Nanos) -> Prober {
+        Prober {
+            base_timeout,
+            max_timeout: max_timeout.max(base_timeout),
+            timeout: base_timeout,
+            next_seq: 0,
+            wanted: false,
+            outstanding: None,
+            min_rtt: None,
+            lost: 0,
+        }
+    }
+
+    /// The algorithm asked for a probe: one goes as soon as none is in flight.
+    pub fn request(&mut self) {
+        self.wanted = true;
+    }
+
+    /// A probe to send now, if one is wanted and none is in flight.
+    pub fn poll_send(&mut self, now: Nanos) -> Option<ProbeSeq> {
+        if !self.wanted || self.outstanding.is_some() {
+            return None;
+        }
+        self.wanted = false;
+        let seq = ProbeSeq(self.next_seq);
+        self.next_seq = self.next_seq.wrapping_add(1);
+        self.outstanding = Some(Outstanding {
+            seq,
+            sent_at: now,
+            deadline: now + self.timeout,
+        });
+        Some(seq)
+    }
+
+    /// When the outstanding probe times out.
+    pub fn deadline(&self) -> Option<Nanos> {
+        self.outstanding.map(|o| o.deadline)
+    }
+
+    /// An answer arrived: the RTT event for the algorithm, or `None` when it is stale.
+    pub fn on_response(
+        &mut self,
+        now: Nanos,
+        seq: ProbeSeq,
+        remote: Option<RemoteStamps>,
+    ) -> Option<Event> {
+        let o = self.outstanding.filter(|o| o.seq == seq)?;
+        self.outstanding = None;
+        self.timeout = self.base_timeout;
+        let rtt = now - o.sent_at;
+        self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
+        Some(Event::Rtt { rtt, remote })
+    }
+
+    /// The outstanding probe is declared lost at or after its deadline: the event for the
+    /// algorithm; the probe will be sent again.
+    pub fn poll_timeout(&mut self, now: Nanos) -> Option<Event> {
+        let o = self.outstanding.filter(|o| now >= o.deadline)?;
+        self.outstanding = None;
+        self.lost += 1;
+        self.wanted = true;
+        self.timeout = Nanos(self.timeout.0.saturating_mul(2)).min(self.max_timeout);
+        Some(Event::ProbeLost {
+            waited: now - o.sent_at,
+        })
+    }
+
+    /// Lowest RTT seen (the live pacer subtracts it to cancel constant host overhead).
+    pub fn min_rtt(&self) -> Option<Nanos> {
+        self.min_rtt
+    }
+
+    /// Probes declared lost so far.
+    pub fn lost(&self) -> u64 {
+        self.lost
+    }
+
+    /// Whether a probe is in flight.
+    pub fn in_flight(&self) -> bool {
+        self.outstanding.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_in_flight_and_rtt_measured() {
+        let mut p = Prober::new(Nanos::from_us(300), Nanos::from_ms(20));
+        assert_eq!(p.poll_send(Nanos::ZERO), None, "nothing asked");
+        p.request();
+        let s = p.poll_send(Nanos(100)).unwrap();
+        p.request();
+        assert_eq!(p.poll_send(Nanos(150)), None, "one in flight");
+        assert_eq!(
+            p.on_response(Nanos(5_100), s, None),
+            Some(Event::Rtt {
+                rtt: Nanos(5_000),
+                remote: None
+            })
+        );
+        assert_eq!(p.min_rtt(), Some(Nanos(5_000)));
+        let s2 = p.poll_send(Nanos(6_000)).unwrap();
+        assert_ne!(s, s2);
+        assert_eq!(
+            p.on_response(Nanos(7_000), s, None),
+            None,
+            "stale answer ignored"
+        );
+        assert!(p.in_flight());
+    }
+
+    #[test]
+    fn timeout_backs_off_retries_and_resets() {
+        let mut p = Prober::new(Nanos::from_us(300), Nanos::from_us(1000));
+        p.request();
+        let s = p.poll_send(Nanos::ZERO).unwrap();
+        assert_eq!(p.deadline(), Some(Nanos::from_us(300)));
+        assert_eq!(p.poll_timeout(Nanos::from_us(299)), None);
+        assert_eq!(
+            p.poll_timeout(Nanos::from_us(300)),
+            Some(Event::ProbeLost {
+                waited: Nanos::from_us(300)
+            })
+        );
+        assert_eq!(
+            p.on_response(Nanos::from_us(301), s, None),
+            None,
+            "late answer ignored"
+        );
+        let _ = p.poll_send(Nanos::from_us(300)).unwrap(); // retried without a new request
+        assert_eq!(p.deadline(), Some(Nanos::from_us(900)));
+        p.poll_timeout(Nanos::from_us(900)).unwrap();
+        p.poll_send(Nanos::from_us(900)).unwrap();
+        assert_eq!(p.deadline(), Some(Nanos::from_us(1900)), "capped at max");
+        p.poll_timeout(Nanos::from_us(1900)).unwrap();
+        let s = p.poll_send(Nanos::from_us(2000)).unwrap();
+        assert!(p.on_response(Nanos::from_us(2010), s, None).is_some());
+        p.request();
+        p.poll_send(Nanos::from_us(3000)).unwrap();
+        assert_eq!(p.deadline(), Some(Nanos::from_us(3300)), "back to base");
+        assert_eq!(p.lost(), 3);
+    }
+}
