@@ -99,7 +99,7 @@ for f in "$lab"/checks/*.sh; do
     record "$name" "FAIL (not run: the stage's ${budget}s budget is spent)" 0
     continue
   fi
-  banner "$name (${opts[*]} --timeout $limit)"
+  banner "$name: deploy/lab/run ${opts[*]}${opts[*]:+ }--timeout $limit"
   before_ok=1
   while IFS= read -r cmd; do
     [ -n "$cmd" ] || continue

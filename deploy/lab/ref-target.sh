@@ -56,7 +56,7 @@ case "$action" in
     echo 1 > "$sub/attr_allow_any_host"
     echo "raidline-ref-md5" > "$sub/attr_serial" 2>/dev/null || true
     mkdir "$sub/namespaces/1"
-    echo "$(readlink -f "$md")" > "$sub/namespaces/1/device_path"
+    readlink -f "$md" > "$sub/namespaces/1/device_path"
     # A fixed UUID: the host drops a namespace whose identifiers change across reconnects.
     echo 5f0c8d1e-6a2b-4c3d-9e4f-0a1b2c3d4e5f > "$sub/namespaces/1/device_uuid"
     echo 1 > "$sub/namespaces/1/enable" || die "cannot enable namespace 1 on $(readlink -f "$md")"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Helpers for commands that run inside a lab guest (deploy/lab/run). Source it:
 #     . "$LAB_DIR/guest/lib.sh"
 # or call one function directly: deploy/lab/guest/lib.sh lab_rxe_up eth0
@@ -117,7 +118,7 @@ lab_fio() {
 
 # lab_fio_header: the header of the rows lab_fio_row prints.
 lab_fio_header() {
-  printf '%-12s %-16s %9s %9s %12s %6s\n' target job IOPS MiB/s "p99 lat(us)" errors
+  printf '%-16s %-14s %9s %9s %12s %6s\n' target job IOPS MiB/s "p99 lat(us)" errors
 }
 
 # lab_fio_row LABEL JOB JSON: one row: IOPS, MiB/s and p99 completion latency (read and write
@@ -129,9 +130,9 @@ lab_fio_row() {
     | ($d | map(.bw_bytes) | add) as $bw
     | ($d | map(.clat_ns.percentile["99.000000"] // 0) | max) as $p99
     | ([.jobs[].error] | add) as $err
-    | "\($lbl)\t\($job)\t\($iops | floor)\t\($bw / 1048576 * 10 | floor / 10)\t\($p99 / 1000 | floor)\t\($err)"' "$3" |
+    | "\($lbl)\t\($job)\t\($iops | floor)\t\($bw / 1048576)\t\($p99 / 1000 | floor)\t\($err)"' "$3" |
   while IFS=$'\t' read -r l j i b p e; do
-    printf '%-12s %-16s %9s %9s %12s %6s\n' "$l" "$j" "$i" "$b" "$p" "$e"
+    printf '%-16s %-14s %9s %9.1f %12s %6s\n' "$l" "$j" "$i" "$b" "$p" "$e"
   done
 }
 
@@ -143,17 +144,17 @@ lab_perftest_server() {
   shift
   mkdir -p "$LAB_RUN/perftest"
   timeout 180 "$tool" -d "$LAB_RXE" -x "$LAB_GID_INDEX" "$@" > "$LAB_RUN/perftest/$tool-server.txt" 2>&1 &
-  LAB_PERF_PID=$!
+  export LAB_PERF_PID=$!
 }
 
 # lab_perftest_client TOOL SERVER_IP ARG...: run the perftest client against SERVER_IP (retrying
 # while the server is not listening yet: it starts slowly under TCG) and print its result table.
 lab_perftest_client() {
-  local tool=$1 server=$2 out try
+  local tool=$1 server=$2 out
   shift 2
   mkdir -p "$LAB_RUN/perftest"
   out=$LAB_RUN/perftest/$tool-client.txt
-  for try in $(seq 30); do
+  for _ in $(seq 30); do
     if timeout 180 "$tool" -d "$LAB_RXE" -x "$LAB_GID_INDEX" "$@" "$server" > "$out" 2>&1; then
       break
     fi

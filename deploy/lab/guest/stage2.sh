@@ -20,7 +20,7 @@ mount -t tmpfs -o mode=0755 tmpfs /run
 mkdir -p /run/lock /var/tmp
 [ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
 
-role=solo ip= peer= mtu=1500 drives=0
+role=solo ip='' peer='' mtu=1500 drives=0
 for arg in $(cat /proc/cmdline); do
   case "$arg" in
     lab.role=*) role=${arg#lab.role=} ;;
