@@ -15,6 +15,7 @@
 //! Nothing here blocks without a deadline: every command but the AER times out, and a
 //! disconnect or a transport error fails every command in flight at once.
 
+pub mod commands;
 pub mod controller;
 pub mod discovery;
 pub mod error;

@@ -65,6 +65,8 @@ pub struct Script {
     pub bump_genctr_after: Option<u64>,
     /// Serve as a discovery controller.
     pub discovery: bool,
+    /// Flip a byte of this LBA in every read that covers it (a lying disk).
+    pub corrupt_lba: Option<u64>,
 }
 
 /// What the responder saw (read by the test).
@@ -713,7 +715,12 @@ impl State {
                     return self.conns[ci].respond(cid, oor, 0);
                 }
                 let lo = rw.slba as usize * BLOCK;
-                let data = self.disk.lock().unwrap()[lo..lo + rw.nlb as usize * BLOCK].to_vec();
+                let mut data = self.disk.lock().unwrap()[lo..lo + rw.nlb as usize * BLOCK].to_vec();
+                if let Some(bad) = self.script.corrupt_lba {
+                    if (rw.slba..rw.slba + u64::from(rw.nlb)).contains(&bad) {
+                        data[(bad - rw.slba) as usize * BLOCK + 100] ^= 0x40;
+                    }
+                }
                 if self.deliver(ci, rw.sgl, &data) {
                     self.conns[ci].respond(cid, ok(), 0);
                 }
