@@ -26,7 +26,9 @@ pub mod parity;
 pub mod superblock;
 pub mod sys;
 
-pub use array::{Array, ArrayConfig, ArrayStats, Assembled, SyncKind, SyncProgress, Throttle};
+pub use array::{
+    Array, ArrayConfig, ArrayStats, AssembleOptions, Assembled, SyncKind, SyncProgress, Throttle,
+};
 pub use error::{
     GeometryError, MemberError, ParityError, RaidError, RefuseReason, Refused, SuperblockError,
 };

@@ -21,6 +21,17 @@ use crate::superblock::{Role, SlotState, Superblock, Uuid, SB_BYTES};
 
 use super::{bitmap, locks, Array, ArrayConfig, Counters, Inner, MetaLayout, Slot};
 
+/// Options for [`Array::assemble_with`].
+#[derive(Debug, Clone, Default)]
+pub struct AssembleOptions {
+    /// Assemble only this array (otherwise the one most candidates belong to).
+    pub expect: Option<Uuid>,
+    /// Start even when the array stopped uncleanly and is now missing a member that no
+    /// partial-parity log covers (md's `start_dirty_degraded`): blocks of the missing member
+    /// in dirty regions may then reconstruct wrong. Off by default: assembly refuses.
+    pub start_dirty_degraded: bool,
+}
+
 /// Result of [`Array::assemble`].
 #[derive(Debug)]
 pub struct Assembled {
@@ -30,8 +41,9 @@ pub struct Assembled {
     pub refused: Vec<Refused>,
     /// The array stopped uncleanly; [`Array::resync_step`] must run over the dirty regions.
     pub resync_pending: bool,
-    /// It stopped uncleanly while degraded: stripes written at the time may have
-    /// inconsistent parity that cannot be repaired (the RAID-5 write hole; see README).
+    /// It stopped uncleanly and a member is missing that no log covers: stripes written at
+    /// the time may have torn parity (the RAID-5 write hole; see README). Only possible with
+    /// [`AssembleOptions::start_dirty_degraded`].
     pub write_hole_exposed: bool,
 }
 
@@ -171,6 +183,20 @@ impl Array {
         expect: Option<Uuid>,
         parity: Arc<dyn ParityEngine>,
     ) -> Result<Assembled, RaidError> {
+        let options = AssembleOptions {
+            expect,
+            start_dirty_degraded: false,
+        };
+        Self::assemble_with(candidates, &options, parity)
+    }
+
+    /// [`Array::assemble`] with every option.
+    pub fn assemble_with(
+        candidates: Vec<Arc<dyn Member>>,
+        options: &AssembleOptions,
+        parity: Arc<dyn ParityEngine>,
+    ) -> Result<Assembled, RaidError> {
+        let expect = options.expect;
         let mut refused = Vec::new();
         let refuse = |refused: &mut Vec<Refused>, m: &Arc<dyn Member>, reason| {
             refused.push(Refused {
@@ -375,6 +401,24 @@ impl Array {
                 )?;
                 write_hole_exposed = false;
             }
+        }
+        let dirty_regions = bits.iter().map(|b| b.count_ones() as u64).sum::<u64>();
+        if write_hole_exposed && dirty_regions == 0 {
+            // No region was being written: nothing can be torn.
+            write_hole_exposed = false;
+        }
+        if write_hole_exposed && !options.start_dirty_degraded {
+            let missing: Vec<usize> = (0..slots.len())
+                .filter(|&r| slots[r].state != SlotState::Active)
+                .collect();
+            return Err(RaidError::Assemble {
+                reason: format!(
+                    "unclean stop and role(s) {missing:?} missing with no log covering it: parity in \
+                     {dirty_regions} dirty bitmap region(s) may be torn, so the missing member's \
+                     data there may reconstruct wrong; start with start_dirty_degraded to accept"
+                ),
+                refused,
+            });
         }
         let inner = Inner {
             slots,

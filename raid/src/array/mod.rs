@@ -35,7 +35,7 @@ use crate::member::{AlignedBuf, Member};
 use crate::parity::ParityEngine;
 use crate::superblock::{Role, SlotState, Superblock, Uuid, DEFAULT_DATA_OFFSET, SB_BYTES};
 
-pub use assemble::Assembled;
+pub use assemble::{AssembleOptions, Assembled};
 pub use sync::{SyncKind, SyncProgress, Throttle};
 
 /// Parameters for creating an array.

@@ -620,6 +620,7 @@ fn rebuild_resumes_from_its_checkpoint_after_restart() {
     let cap = a.geometry().capacity_bytes() as usize;
     let data = pattern(9, cap);
     a.write(&mut SyncExecutor, ArrayBlock(0), &data).unwrap();
+    a.stop().unwrap();
     drop(a);
     // Member 1 is gone; a blank replacement is rebuilt part of the way.
     let spare = MemMember::new("spare", MIB + stripes * 4096);
@@ -664,4 +665,36 @@ fn rebuild_resumes_from_its_checkpoint_after_restart() {
     assert!(a.degraded_roles().is_empty());
     assert_eq!(read_all(&a).unwrap(), data);
     assert_eq!(scrub_mismatches(&a), 0);
+}
+
+#[test]
+fn dirty_degraded_without_log_is_refused_unless_forced() {
+    let r = rig(4, 4096, 4096);
+    let mut model = vec![0u8; r.array.geometry().capacity_bytes() as usize];
+    exercise(&r, 61, 10, &mut model);
+    // Power is cut in the middle of a healthy write...
+    let switch = crate::member::PowerSwitch::after(2);
+    for f in &r.faults {
+        f.inject(Fault::PowerLoss(switch.clone()));
+    }
+    let _ = r
+        .array
+        .write(&mut SyncExecutor, ArrayBlock(0), &[7u8; 3 * 4096]);
+    // ...and member 3 does not come back.
+    let three: Vec<Arc<dyn Member>> = r.mems[..3]
+        .iter()
+        .map(|m| Arc::new(m.clone()) as Arc<dyn Member>)
+        .collect();
+    let err = Array::assemble(three.clone(), None, Arc::new(CpuXor::detect())).unwrap_err();
+    assert!(err.to_string().contains("start_dirty_degraded"), "{err}");
+    let opts = AssembleOptions {
+        expect: None,
+        start_dirty_degraded: true,
+    };
+    let asm = Array::assemble_with(three, &opts, Arc::new(CpuXor::detect())).unwrap();
+    assert!(asm.write_hole_exposed);
+    // Blocks outside the interrupted write's stripe are still right.
+    let stripe_blocks = asm.array.geometry().stripe_data_blocks() as usize;
+    let all = read_all(&asm.array).unwrap();
+    assert!(all[stripe_blocks * 4096..] == model[stripe_blocks * 4096..]);
 }
