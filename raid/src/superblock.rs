@@ -425,6 +425,42 @@ mod tests {
         ));
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        /// Any bytes with a valid magic and CRC decode to a superblock or an error; never a
+        /// panic, and what decodes re-encodes to the same fields.
+        #[test]
+        fn decode_is_total(mut raw in proptest::collection::vec(proptest::prelude::any::<u8>(), SB_BYTES)) {
+            raw[..8].copy_from_slice(&MAGIC);
+            put32(&mut raw, field::VERSION, VERSION);
+            // Mostly plausible fields, so that decoding often succeeds and the round trip runs.
+            let members = 3 + u32::from(raw[field::MEMBERS]) % 62;
+            if raw[1000] % 4 != 0 {
+                put32(&mut raw, field::MEMBERS, members);
+                let chunk = 4096 << (raw[field::CHUNK] % 12);
+                let block = if raw[field::BLOCK] % 2 == 0 { 512 } else { 4096 };
+                let state = u32::from(raw[field::STATE] % 2);
+                put32(&mut raw, field::CHUNK, chunk);
+                put32(&mut raw, field::BLOCK, block);
+                put32(&mut raw, field::STATE, state);
+                let role = u32::from(raw[field::ROLE]) % (members + 1);
+                put32(&mut raw, field::ROLE, if role == members { ROLE_SPARE } else { role });
+                let rr = u32::from(raw[field::REBUILD_ROLE]) % (members + 1);
+                put32(&mut raw, field::REBUILD_ROLE, if rr == members { NO_REBUILD } else { rr });
+                for i in 0..members as usize {
+                    raw[field::ROLE_STATES + i] %= 3;
+                }
+            }
+            let crc = crc32c(&raw[..field::CRC]);
+            put32(&mut raw, field::CRC, crc);
+            if let Ok(sb) = Superblock::decode(&raw) {
+                proptest::prop_assert_eq!(Superblock::decode(&sb.encode()).ok(), Some(sb));
+            } else {
+                proptest::prop_assert!(raw[1000] % 4 == 0, "plausible fields must decode");
+            }
+        }
+    }
+
     #[test]
     fn random_uuids_differ_and_print() {
         let a = Uuid::random().unwrap();

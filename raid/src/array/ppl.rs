@@ -36,7 +36,9 @@ use super::MetaLayout;
 
 const MAGIC: [u8; 8] = *b"RLPPL\0\0\x01";
 pub(crate) const HEADER: usize = 4096;
-const MAX_WRITES: usize = 200;
+/// Most modified chunks per entry (one per data member); 88 + 24 × 64 bytes fit the header.
+const MAX_WRITES: usize = crate::MAX_MEMBERS;
+const _: () = assert!(88 + 24 * MAX_WRITES <= HEADER - 4);
 const NO_F: u32 = u32::MAX;
 
 /// Where the log slots are.
@@ -294,6 +296,27 @@ pub(crate) fn recover(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        /// Any header with a valid magic and CRC decodes to an entry or `None`, never panics.
+        #[test]
+        fn decode_is_total(mut raw in proptest::collection::vec(proptest::prelude::any::<u8>(), HEADER), n in 0u64..300) {
+            raw[..8].copy_from_slice(&MAGIC);
+            // Field offsets: epoch 8, stripe 16, lo 24, hi 32, f 40..64, crcs 64..80, count 80.
+            raw[24..32].copy_from_slice(&0u64.to_le_bytes());
+            raw[80..88].copy_from_slice(&n.to_le_bytes());
+            let crc = crc32c(&raw[..HEADER - 4]);
+            raw[HEADER - 4..].copy_from_slice(&crc.to_le_bytes());
+            match Entry::decode(&raw) {
+                Some(e) => {
+                    proptest::prop_assert!(e.writes.len() as u64 == n && n as usize <= MAX_WRITES);
+                    proptest::prop_assert_eq!(Entry::decode(&e.encode().unwrap()), Some(e));
+                }
+                None => proptest::prop_assert!(n as usize > MAX_WRITES),
+            }
+        }
+    }
 
     #[test]
     fn header_round_trip_and_corruption() {
