@@ -285,7 +285,6 @@ fn loop_device_members() {
             ..ArrayConfig::default()
         };
         let array = Array::create(members, vec![], &cfg, Arc::new(CpuXor::detect())).unwrap();
-        let mut exec = UringExecutor::new(32).unwrap();
         while array
             .resync_step(&mut exec, 64)
             .unwrap()
