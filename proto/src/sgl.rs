@@ -150,6 +150,8 @@ impl SglDescriptor {
                         Ok(SglDescriptor::DataBlock { address, length })
                     }
                     (SglType::BIT_BUCKET, SglSubtype::ADDRESS) => {
+                        // The address field of a bit bucket is reserved (Base Figure 119).
+                        check_reserved(b, field::ADDRESS)?;
                         Ok(SglDescriptor::BitBucket { length })
                     }
                     _ => Err(bad_id()),
@@ -329,6 +331,13 @@ mod tests {
             SglDescriptor::parse(&b),
             Err(ParseError::InvalidField { offset: 15, .. })
         ));
+        b[15] = 0x10; // bit bucket with a non-zero (reserved) address: found by fuzzing
+        b[0] = 10;
+        assert!(matches!(
+            SglDescriptor::parse(&b),
+            Err(ParseError::InvalidField { offset: 0, .. })
+        ));
+        b[0] = 0;
         b[15] = 0x42; // keyed with sub type 2
         assert!(SglDescriptor::parse(&b).is_err());
         b[15] = 0x01;
