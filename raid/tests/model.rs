@@ -1,12 +1,14 @@
-//! Model-based test: random sequences of writes, reads, member failures, rebuilds (whole or
-//! in steps interleaved with I/O), clean restarts and power losses, run against a plain byte
-//! array. Checked after every step:
+//! Model-based test: random sequences of writes, reads, member failures (vanished, or EIO
+//! after a random number of operations), second failures, rebuilds (whole or in steps
+//! interleaved with I/O), clean restarts and power losses, run against a plain byte array.
+//! Checked after every step:
 //! - every read equals the model; after a failure and rebuild the whole array equals it;
 //! - after a power loss in the middle of a write (writes cut at a random point, the batch's
 //!   member writes landing in random order), reassembly from all disks ever used (shuffled,
 //!   stale ones included) and resync, every acknowledged write reads back, and each block of
 //!   the interrupted write holds either its old or its new contents;
-//! - parity is consistent (scrub finds no mismatch) whenever the array is healthy.
+//! - parity is consistent (scrub finds no mismatch) whenever the array is healthy;
+//! - after a second loss the array has stopped: reads fail (never return data), writes fail.
 //!
 //! Power loss is exercised healthy, degraded and mid-rebuild; while degraded the
 //! partial-parity log must close the RAID-5 write hole (assembly asserts it reports no
@@ -37,6 +39,15 @@ enum Op {
     Fail {
         member: usize,
     },
+    /// The member of `member`'s role starts failing with EIO after `ops` more operations.
+    FlakyEio {
+        member: usize,
+        ops: u64,
+    },
+    /// While degraded, a second member vanishes: the array must stop, never return wrong data.
+    DoubleFault {
+        member: usize,
+    },
     RebuildSteps {
         stripes: u64,
     },
@@ -55,6 +66,8 @@ fn op() -> impl Strategy<Value = Op> {
         6 => (any::<u64>(), 1u64..40, any::<u64>()).prop_map(|(start, len, seed)| Op::Write { start, len, seed }),
         3 => (any::<u64>(), 1u64..40).prop_map(|(start, len)| Op::Read { start, len }),
         1 => (0usize..8).prop_map(|member| Op::Fail { member }),
+        1 => (0usize..8, 0u64..30).prop_map(|(member, ops)| Op::FlakyEio { member, ops }),
+        1 => (0usize..8).prop_map(|member| Op::DoubleFault { member }),
         1 => (1u64..6).prop_map(|stripes| Op::RebuildSteps { stripes }),
         1 => Just(Op::RebuildAll),
         1 => Just(Op::Restart),
@@ -101,6 +114,10 @@ struct World {
     bs: usize,
     spare_size: usize,
     next_name: usize,
+    /// A role armed to fail later (FlakyEio) and not yet seen failed.
+    pending: Option<usize>,
+    /// Two members lost: the array must have stopped.
+    dead: bool,
 }
 
 impl World {
@@ -130,6 +147,8 @@ impl World {
             bs: block as usize,
             spare_size: size,
             next_name: n,
+            pending: None,
+            dead: false,
         }
     }
 
@@ -178,6 +197,7 @@ impl World {
         }
         let k = cands.len();
         cands.rotate_left(seed as usize % k);
+        self.pending = None;
         let asm =
             Array::assemble(cands, Some(self.array.uuid()), Arc::new(CpuXor::detect())).unwrap();
         assert!(!asm.write_hole_exposed);
@@ -192,7 +212,58 @@ impl World {
     }
 
     fn apply(&mut self, op: Op) {
+        if let Some(r) = self.pending {
+            if self.array.degraded_roles().contains(&r) {
+                self.pending = None;
+            }
+        }
+        if self.dead {
+            // Stopped after two losses: reads fail or are right, writes fail.
+            if let Op::Read { start, len } | Op::Write { start, len, .. } = op {
+                let (s, l) = self.range(start, len);
+                let mut buf = vec![0u8; l as usize * self.bs];
+                if let Ok(()) = self.array.read(&mut SyncExecutor, ArrayBlock(s), &mut buf) {
+                    panic!("a stopped array returned data");
+                }
+                assert!(self
+                    .array
+                    .write(&mut SyncExecutor, ArrayBlock(s), &buf)
+                    .is_err());
+            }
+            return;
+        }
         match op {
+            Op::FlakyEio { member, ops } => {
+                if !self.healthy() || self.pending.is_some() {
+                    return;
+                }
+                let role = member % self.array.geometry().members();
+                let Some(idx) = self.disk_of_role(role) else {
+                    return;
+                };
+                self.disks[idx].1.inject(Fault::FailAfter { ops });
+                self.pending = Some(role);
+            }
+            Op::DoubleFault { member } => {
+                let down = self.array.degraded_roles();
+                if down.len() != 1 || self.pending.is_some() {
+                    return;
+                }
+                let n = self.array.geometry().members();
+                let role = (0..n).map(|k| (member + k) % n).find(|r| !down.contains(r));
+                let Some(idx) = role.and_then(|r| self.disk_of_role(r)) else {
+                    return;
+                };
+                self.disks[idx].1.inject(Fault::Vanished);
+                let mut buf = vec![0u8; self.model.len()];
+                let r = self.array.read(&mut SyncExecutor, ArrayBlock(0), &mut buf);
+                assert!(
+                    matches!(r, Err(raidline_raid::RaidError::ArrayFailed { .. })),
+                    "second loss must stop the array: {r:?}"
+                );
+                assert!(self.array.is_failed());
+                self.dead = true;
+            }
             Op::Write { start, len, seed } => {
                 let (s, l) = self.range(start, len);
                 let data = pattern(seed, l as usize * self.bs);
@@ -213,7 +284,7 @@ impl World {
                 );
             }
             Op::Fail { member } => {
-                if !self.healthy() {
+                if !self.healthy() || self.pending.is_some() {
                     return;
                 }
                 let role = member % self.array.geometry().members();
@@ -341,6 +412,10 @@ proptest! {
         let mut w = World::new(n, 1 << chunk_pow, block, 6);
         for o in ops {
             w.apply(o);
+        }
+        if w.dead {
+            prop_assert!(w.array.is_failed());
+            return Ok(());
         }
         // Finish any repair, then the whole array must equal the model with parity in sync.
         if !w.healthy() {
