@@ -37,13 +37,14 @@ pub struct Pacer {
 }
 
 impl Pacer {
-    /// A pacer that starts with a full bucket of `burst` bytes at `now`.
-    pub fn new(now: Nanos, rate: Rate, burst: u64) -> Pacer {
+    /// A pacer at `now` whose bucket holds `initial` bytes (at most `burst`): a new flow may send
+    /// its first packet at once without also bursting a whole bucket.
+    pub fn new(now: Nanos, rate: Rate, burst: u64, initial: u64) -> Pacer {
         Pacer {
             rate,
             window: None,
             burst,
-            tokens: burst as f64,
+            tokens: initial.min(burst) as f64,
             last: now,
             in_flight: 0,
         }
@@ -132,7 +133,7 @@ mod tests {
     #[test]
     fn paces_at_rate_without_sleeping() {
         // 1 Gb/s, 1000-byte packets: one every 8 us.
-        let mut p = Pacer::new(Nanos::ZERO, Rate::from_gbps(1.0), 1000);
+        let mut p = Pacer::new(Nanos::ZERO, Rate::from_gbps(1.0), 1000, 1000);
         let mut now = Nanos::ZERO;
         let mut sent = 0;
         while now < Nanos::from_us(800) {
@@ -155,7 +156,7 @@ mod tests {
 
     #[test]
     fn burst_is_bounded_and_rate_change_keeps_earned_tokens() {
-        let mut p = Pacer::new(Nanos::ZERO, Rate::from_gbps(1.0), 2000);
+        let mut p = Pacer::new(Nanos::ZERO, Rate::from_gbps(1.0), 2000, 2000);
         // idle for a long time: still only 2 packets back to back
         let now = Nanos::from_ms(10);
         for _ in 0..2 {
@@ -173,7 +174,7 @@ mod tests {
 
     #[test]
     fn window_limits_in_flight_but_one_packet_always_goes() {
-        let mut p = Pacer::new(Nanos::ZERO, Rate::from_gbps(100.0), 1_000_000);
+        let mut p = Pacer::new(Nanos::ZERO, Rate::from_gbps(100.0), 1_000_000, 1_000_000);
         p.apply(Nanos::ZERO, &dec(Rate::from_gbps(100.0), Some(2500)));
         for _ in 0..2 {
             assert_eq!(p.readiness(Nanos::ZERO, 1000), Readiness::Now);

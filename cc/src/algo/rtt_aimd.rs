@@ -1,7 +1,10 @@
 //! `rtt-aimd`: RTT-target AIMD on a rate, in the CTCC family.
 //!
 //! Law (per RTT probe; `base` = lowest RTT seen, `dt` = time since the previous update):
-//! - projected RTT `rtt_p = rtt + (rtt − rtt_prev)·(rtt − base)/(dt/2)`, never below `base`;
+//! - projected RTT `rtt_p = rtt + (rtt − rtt_prev)·k`, never below `base`, with
+//!   `k = max((rtt − base)/(dt/2), horizon)`: CTCC's projection (`horizon` = 0), or at least
+//!   `horizon` update intervals ahead — at large fan-in a flow acts only every few milliseconds,
+//!   so the trend is extrapolated to its next chance to act;
 //! - target `base + offset + scale/sqrt(rate in Gb/s)`, the scaled term capped at its value at
 //!   the minimum rate and at `scale_cap_us` (so low-rate flows aim a little higher: fairness);
 //! - `rtt_p ≥ target`: `rate *= 1 − beta·(rtt_p − target)/(rtt_p − base)`, stage back to 0;
@@ -31,9 +34,10 @@ const PROBE_INTERVAL_US: usize = 8;
 const MIN_RATE_MBPS: usize = 9;
 const INIT_RATE_MBPS: usize = 10;
 const GRADIENT: usize = 11;
+const HORIZON: usize = 12;
 
 /// Published CTCC values (CC.md); Raidline's default overrides some of them in [`RttAimd::new`].
-static SPECS: [ParamSpec; 12] = [
+static SPECS: [ParamSpec; 13] = [
     ParamSpec {
         name: "offset_us",
         min: 0.0,
@@ -118,6 +122,13 @@ static SPECS: [ParamSpec; 12] = [
         default: 1.0,
         doc: "1: use the gradient-projected RTT, 0: the raw RTT",
     },
+    ParamSpec {
+        name: "horizon",
+        min: 0.0,
+        max: 100.0,
+        default: 0.0,
+        doc: "least projection, in update intervals: rtt_p = rtt + (rtt - prev) * max((rtt - base)/(dt/2), horizon)",
+    },
 ];
 
 /// Per-flow state (48 bytes).
@@ -150,9 +161,10 @@ impl RttAimd {
         }
     }
 
-    /// Raidline's default, named `rtt-aimd`: the same law with a smaller target (so the standing
-    /// queue at large fan-in stays small), a larger decrease gain, and a time bound on the probe
-    /// interval so low-rate flows still adapt within milliseconds.
+    /// Raidline's default, named `rtt-aimd`: the same law with a third of CTCC's rate-scaled
+    /// target term (a smaller standing queue at large fan-in), a probe per packet (and at least
+    /// every 200 us while sending), a trend projected one update ahead, a smaller increase cap and
+    /// a larger decrease gain (see `cc/README.md` for the measured effect of each).
     pub fn new() -> RttAimd {
         let mut params = Params::new("rtt-aimd", &SPECS);
         for (name, v) in DEFAULT_OVERRIDES {
@@ -185,7 +197,8 @@ impl RttAimd {
         if project && s.have_prev && p.at(GRADIENT) > 0.5 {
             let dt = now.0.saturating_sub(s.last_update) as f64;
             if dt > 0.0 {
-                rtt_p = r + (r - s.prev_rtt as f64) * (r - base) / (dt / 2.0);
+                let k = ((r - base) / (dt / 2.0)).max(p.at(HORIZON));
+                rtt_p = r + (r - s.prev_rtt as f64) * k;
             }
         }
         let rtt_p = rtt_p.max(base);
@@ -225,10 +238,12 @@ impl Default for RttAimd {
 
 /// Raidline's default parameters, where they differ from CTCC's (see `cc/README.md`).
 pub const DEFAULT_OVERRIDES: &[(&str, f64)] = &[
-    ("offset_us", 2.0),
-    ("scale_us", 1.2),
-    ("beta", 0.2),
-    ("probe_bytes", 9000.0),
+    ("offset_us", 6.0),
+    ("scale_us", 4.0),
+    ("beta", 0.1),
+    ("incr_cap", 0.1),
+    ("horizon", 1.0),
+    ("probe_bytes", 4160.0),
     ("probe_interval_us", 200.0),
     ("init_rate_mbps", 100_000.0 / 8192.0),
 ];

@@ -248,9 +248,11 @@ impl<A: CongestionControl> Sim<A> {
         }
         q.push(Nanos::ZERO, Ev::Sample);
         q.push(Nanos::ZERO, Ev::RtoSweep);
+        // convergence is measured after each start or stop of a group that counts in fairness
         let steps = sc
             .groups
             .iter()
+            .filter(|g| g.fairness)
             .flat_map(|g| {
                 let mut v = vec![Nanos::from_secs_f64(g.start_ms * 1e-3)];
                 if let Some(s) = g.stop_ms {
@@ -323,7 +325,7 @@ impl<A: CongestionControl> Sim<A> {
                 probe: false,
                 timer: None,
             },
-            pacer: Pacer::new(Nanos::ZERO, line, u64::from(n.burst_bytes)),
+            pacer: Pacer::new(Nanos::ZERO, line, u64::from(n.burst_bytes), 0),
             prober: Prober::new(
                 Nanos::from_us_f64(n.probe_timeout_us),
                 Nanos::from_us_f64(n.probe_timeout_us * 64.0),
@@ -454,13 +456,9 @@ impl<A: CongestionControl> Sim<A> {
         f.active = true;
         f.started = now;
         f.last_progress = now;
-        let burst = u64::from(
-            self.sc
-                .network
-                .burst_bytes
-                .max(f.payload + self.sc.network.header_bytes),
-        );
-        f.pacer = Pacer::new(now, line, burst);
+        let packet = u64::from(f.payload + self.sc.network.header_bytes);
+        let burst = u64::from(self.sc.network.burst_bytes).max(packet);
+        f.pacer = Pacer::new(now, line, burst, packet);
         self.decide(flow, Event::FlowStart { line_rate: line });
         self.reschedule(flow);
     }

@@ -9,9 +9,10 @@
 //!   completions inside the measurement window.
 //! - Jain index `(Σx)²/(n·Σx²)` over the rates the algorithm holds for the active flows of the
 //!   groups marked `fairness`, sampled every `sample_us`; reported as the mean over the window.
-//! - convergence: after each step (a group starting or stopping), the time until every later
-//!   sample of that phase has Jain ≥ [`CONVERGED_JAIN`] and goodput ≥ [`CONVERGED_UTIL`] of the
-//!   line's payload rate; the largest over the steps inside the run.
+//! - convergence: after each step (a `fairness` group starting or stopping), the time until every later
+//!   sample of that phase has Jain ≥ [`CONVERGED_JAIN`] and goodput (averaged over the trailing
+//!   [`GOODPUT_WINDOW`]) ≥ [`CONVERGED_UTIL`] of the line's payload rate; the largest over the
+//!   steps inside the run.
 
 use super::engine::Counters;
 use super::scenario::Scenario;
@@ -23,6 +24,8 @@ pub const SMALL_BYTES: u64 = 64 * 1024;
 pub const CONVERGED_JAIN: f64 = 0.95;
 /// Goodput threshold for convergence, as a fraction of the line's payload rate.
 pub const CONVERGED_UTIL: f64 = 0.9;
+/// Goodput is averaged over this trailing window when testing convergence.
+pub const GOODPUT_WINDOW: Nanos = Nanos(1_000_000);
 
 const BUCKET: u64 = 1024;
 
@@ -275,28 +278,38 @@ impl Recorder {
             .collect();
         steps.sort();
         steps.dedup();
-        let mut worst = Some(Nanos::ZERO);
-        for (i, &s) in steps.iter().enumerate() {
-            let next = steps.get(i + 1).copied().unwrap_or(self.end);
-            let phase: Vec<&Sample> = self
-                .samples
+        // goodput averaged over the trailing GOODPUT_WINDOW, so that packet-level burstiness
+        // within one sample does not count as a loss of throughput
+        let smoothed = |i: usize| {
+            let t = self.samples[i].t;
+            let w: Vec<f64> = self.samples[..=i]
                 .iter()
-                .filter(|x| x.t > s && x.t < next)
+                .rev()
+                .take_while(|x| t - x.t < GOODPUT_WINDOW)
+                .map(|x| x.goodput_gbps)
                 .collect();
-            let ok = |x: &Sample| {
-                x.jain.is_some_and(|j| j >= CONVERGED_JAIN)
-                    && x.goodput_gbps >= CONVERGED_UTIL * self.line_goodput_gbps
-            };
+            w.iter().sum::<f64>() / w.len().max(1) as f64
+        };
+        let ok = |i: usize| {
+            self.samples[i].jain.is_some_and(|j| j >= CONVERGED_JAIN)
+                && smoothed(i) >= CONVERGED_UTIL * self.line_goodput_gbps
+        };
+        let mut worst = Some(Nanos::ZERO);
+        for (k, &s) in steps.iter().enumerate() {
+            let next = steps.get(k + 1).copied().unwrap_or(self.end);
+            let phase: Vec<usize> = (0..self.samples.len())
+                .filter(|&i| self.samples[i].t > s && self.samples[i].t < next)
+                .collect();
             // the first sample from which every later sample of the phase is ok
             let mut from = None;
-            for (k, x) in phase.iter().enumerate().rev() {
-                if ok(x) {
-                    from = Some(k);
+            for &i in phase.iter().rev() {
+                if ok(i) {
+                    from = Some(i);
                 } else {
                     break;
                 }
             }
-            let t = from.map(|k| phase[k].t - s);
+            let t = from.map(|i| self.samples[i].t - s);
             worst = match (worst, t) {
                 (Some(w), Some(t)) => Some(w.max(t)),
                 _ => None,
