@@ -6,7 +6,9 @@
 //! - [`io`]: member operations and executors ([`SyncExecutor`], [`UringExecutor`]);
 //! - [`superblock`]: the on-member superblock;
 //! - [`array`]: the array itself — reads, writes of any size, degraded mode, failures,
-//!   assembly, write-intent bitmap, rebuild, resync and scrub.
+//!   assembly, write-intent bitmap, partial-parity log, rebuild, resync and scrub;
+//! - [`queue`]: a non-blocking submit/poll front end for poller threads (worker threads,
+//!   each with its own executor, run the synchronous core).
 //!
 //! The core is synchronous over an [`Executor`]: a request plans one batch of member reads,
 //! then one batch of member writes; the executor runs each batch (the io_uring one as a
@@ -23,6 +25,7 @@ pub mod geometry;
 pub mod io;
 pub mod member;
 pub mod parity;
+pub mod queue;
 pub mod superblock;
 pub mod sys;
 
@@ -38,6 +41,7 @@ pub use member::{
     AlignedBuf, Fault, FaultHandle, FaultyMember, MemMember, Member, OpKind, PowerSwitch,
 };
 pub use parity::{CpuXor, ParityEngine, SimdLevel};
+pub use queue::{Completion, RaidQueue, Request, RequestKind};
 pub use superblock::Uuid;
 pub use sys::buf::{BufferArena, IoBuf};
 pub use sys::uring::{FileMember, UringExecutor};

@@ -324,3 +324,70 @@ fn detach(devs: &[String]) {
             .status();
     }
 }
+
+#[test]
+fn raid_queue_over_io_uring_workers() {
+    use raidline_raid::{RaidQueue, Request, RequestKind};
+    let dir = match test_dir("queue") {
+        Ok(d) => d,
+        Err(why) => return eprintln!("SKIP raid_queue_over_io_uring_workers: {why}"),
+    };
+    let members = match make_files(&dir, 3, MIB + 32 * 65536) {
+        Ok(m) => m,
+        Err(why) => return eprintln!("SKIP raid_queue_over_io_uring_workers: {why}"),
+    };
+    if let Err(e) = UringExecutor::new(8) {
+        return eprintln!("SKIP raid_queue_over_io_uring_workers: io_uring: {e}");
+    }
+    let cfg = ArrayConfig {
+        assume_clean: true,
+        ..ArrayConfig::default()
+    };
+    let array = Arc::new(Array::create(members, vec![], &cfg, Arc::new(CpuXor::detect())).unwrap());
+    // The "pool": 32 buffers of 20 KiB, registered with every worker's ring.
+    let bufs = BufferArena::with_buffers(32, 5 * 4096, 4096).unwrap();
+    let arena = bufs[0].arena().clone();
+    let q = RaidQueue::new(array, 4, move || {
+        let mut e = UringExecutor::new(64)?;
+        e.register_arenas(std::slice::from_ref(&arena))?;
+        Ok(e)
+    })
+    .unwrap();
+    for (i, mut b) in bufs.into_iter().enumerate() {
+        pattern(100 + i as u64, &mut b);
+        let req = Request {
+            tag: i as u64,
+            kind: RequestKind::Write,
+            lba: ArrayBlock(i as u64 * 5),
+            len: 5 * 4096,
+            buf: Some(b),
+        };
+        q.submit(req).unwrap();
+    }
+    let mut done = Vec::new();
+    while done.len() < 32 {
+        done.push(q.wait().unwrap());
+    }
+    for c in done {
+        assert!(c.result.is_ok(), "{:?}", c.result);
+        let mut b = c.buf.unwrap();
+        b.fill(0);
+        let req = Request {
+            tag: c.tag,
+            kind: RequestKind::Read,
+            lba: ArrayBlock(c.tag * 5),
+            len: 5 * 4096,
+            buf: Some(b),
+        };
+        q.submit(req).unwrap();
+    }
+    for _ in 0..32 {
+        let c = q.wait().unwrap();
+        assert!(c.result.is_ok());
+        let mut want = vec![0u8; 5 * 4096];
+        pattern(100 + c.tag, &mut want);
+        assert!(c.buf.unwrap()[..] == want[..], "tag {}", c.tag);
+    }
+    drop(q);
+    let _ = std::fs::remove_dir_all(&dir);
+}
