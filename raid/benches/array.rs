@@ -15,8 +15,92 @@ use std::time::{Duration, Instant};
 
 use raidline_raid::{
     Array, ArrayBlock, ArrayConfig, BufferArena, ChunkSize, CpuXor, Executor, FileMember, Member,
-    MemberIdx, MemberOp, Throttle, UringExecutor,
+    MemberIdx, MemberOp, RaidQueue, Request, RequestKind, Throttle, UringExecutor,
 };
+
+/// Queue depth of the RaidQueue rows (= worker threads, each with its own ring).
+const QD: usize = 16;
+
+/// 4 KiB random requests at queue depth `QD` through a `RaidQueue`; returns (ops, seconds).
+fn queue_iops(array: &Arc<Array>, write: bool, budget: Duration, seed: u64) -> (u64, f64) {
+    let cap = array.geometry().capacity_blocks();
+    let bufs = BufferArena::with_buffers(QD, 4096, 4096).expect("arena");
+    let arena = bufs[0].arena().clone();
+    let q = RaidQueue::new(array.clone(), QD, move || {
+        let mut e = UringExecutor::new(16)?;
+        e.register_arenas(std::slice::from_ref(&arena))?;
+        Ok(e)
+    })
+    .expect("queue");
+    let mut rng = Rng(seed | 1);
+    let kind = if write {
+        RequestKind::Write
+    } else {
+        RequestKind::Read
+    };
+    for (i, b) in bufs.into_iter().enumerate() {
+        let lba = ArrayBlock(rng.next(cap));
+        let req = Request {
+            tag: i as u64,
+            kind,
+            lba,
+            len: 4096,
+            buf: Some(b),
+        };
+        q.submit(req).expect("submit");
+    }
+    let t = Instant::now();
+    let mut n = 0u64;
+    let mut outstanding = QD;
+    while outstanding > 0 {
+        let c = q.wait().expect("completion");
+        c.result.expect("request");
+        n += 1;
+        if t.elapsed() < budget {
+            let lba = ArrayBlock(rng.next(cap));
+            let req = Request {
+                tag: c.tag,
+                kind,
+                lba,
+                len: 4096,
+                buf: c.buf,
+            };
+            q.submit(req).expect("submit");
+        } else {
+            outstanding -= 1;
+        }
+    }
+    (n, t.elapsed().as_secs_f64())
+}
+
+/// Raw members: batches of `QD` random 4 KiB operations on random members.
+fn raw_qd_iops(
+    exec: &mut UringExecutor,
+    members: &[Arc<dyn Member>],
+    buf: &mut [u8],
+    write: bool,
+    blocks: u64,
+    budget: Duration,
+) -> (u64, f64) {
+    let mut rng = Rng(77);
+    timed(budget, || {
+        let mut ops = Vec::with_capacity(QD);
+        let mut rest = &mut buf[..QD * 4096];
+        for _ in 0..QD {
+            let (b, r) = std::mem::take(&mut rest).split_at_mut(4096);
+            rest = r;
+            let m = rng.next(members.len() as u64) as usize;
+            let off = MIB + rng.next(blocks) * 4096;
+            ops.push(if write {
+                MemberOp::write(MemberIdx(m), &*members[m], off, b)
+            } else {
+                MemberOp::read(MemberIdx(m), &*members[m], off, b)
+            });
+        }
+        exec.execute(&mut ops);
+        QD as u64
+    })
+}
 
 const MIB: u64 = 1 << 20;
 const N: usize = 4;
@@ -94,8 +178,9 @@ fn main() {
         assume_clean: true,
         ..Default::default()
     };
-    let array =
-        Array::create(members.clone(), vec![], &cfg, Arc::new(CpuXor::detect())).expect("create");
+    let array = Arc::new(
+        Array::create(members.clone(), vec![], &cfg, Arc::new(CpuXor::detect())).expect("create"),
+    );
     let geo = *array.geometry();
     let cap_blocks = geo.capacity_blocks();
     let stripes = geo.stripes();
@@ -226,6 +311,21 @@ fn main() {
         iops(n, s),
         iops(rn, rs),
     ));
+    // Queue depth 16 through RaidQueue (16 workers, each its own ring) vs raw batches of 16.
+    let (n, s) = queue_iops(&array, false, budget, 5);
+    let (rn, rs) = raw_qd_iops(&mut exec, &members, rbuf, false, raw_blocks, budget);
+    rows.push((
+        format!("4 KiB random read, QD{QD} (RaidQueue)"),
+        iops(n, s),
+        iops(rn, rs),
+    ));
+    let (n, s) = queue_iops(&array, true, budget, 6);
+    let (rn, rs) = raw_qd_iops(&mut exec, &members, wbuf, true, raw_blocks, budget);
+    rows.push((
+        format!("4 KiB random write, QD{QD} (RaidQueue)"),
+        iops(n, s),
+        iops(rn, rs),
+    ));
     let st = array.stats();
     eprintln!(
         "modes: {} full-stripe, {} rmw, {} rcw",
@@ -238,7 +338,7 @@ fn main() {
     let survivors = open_members(&dir, &names[1..N], size, false);
     let asm =
         Array::assemble(survivors, None, Arc::new(CpuXor::detect())).expect("assemble degraded");
-    let array = asm.array;
+    let array = Arc::new(asm.array);
     let mut pos = 0u64;
     let (n, s) = timed(budget, || {
         if pos + req_blocks > cap_blocks {
@@ -358,6 +458,38 @@ fn main() {
         "-".into(),
     ));
     let cost8 = 1.0 - (on8.0 as f64 / on8.1) / (off8.0 as f64 / off8.1);
+    let (mut onq, mut offq) = ((0u64, 0f64), (0u64, 0f64));
+    for round in 0..2 {
+        let order = if round % 2 == 0 {
+            [true, false]
+        } else {
+            [false, true]
+        };
+        for enabled in order {
+            array.set_write_hole_protection(enabled);
+            let (n, s) = queue_iops(&array, true, budget, 40 + round);
+            let acc = if enabled { &mut onq } else { &mut offq };
+            acc.0 += n;
+            acc.1 += s;
+        }
+    }
+    array.set_write_hole_protection(true);
+    rows.push((
+        format!("degraded 4 KiB random write, QD{QD} (RaidQueue), log on"),
+        iops(onq.0, onq.1),
+        "-".into(),
+    ));
+    rows.push((
+        format!("degraded 4 KiB random write, QD{QD} (RaidQueue), log off"),
+        iops(offq.0, offq.1),
+        "-".into(),
+    ));
+    let costq = 1.0 - (onq.0 as f64 / onq.1) / (offq.0 as f64 / offq.1);
+    rows.push((
+        format!("write-hole protection cost, QD{QD} (IOPS lost)"),
+        format!("{:.1} %", costq * 100.0),
+        "-".into(),
+    ));
     rows.push((
         "write-hole protection cost, 8 threads (IOPS lost)".into(),
         format!("{:.1} %", cost8 * 100.0),
