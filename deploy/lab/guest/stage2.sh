@@ -2,8 +2,9 @@
 # PID 1 of a lab guest, started by the initramfs after switch_root onto the overlay of the host's
 # root. Mounts the pseudo filesystems, brings up eth0 with the address and MTU the host chose
 # (kernel command line lab.*), runs /lab/run/<role>.cmd as root with its output on the second
-# serial port (the host streams it), writes the exit status to /lab/run/<role>.status and powers
-# off. No `set -e`: PID 1 must always reach the power-off, whatever fails.
+# serial port (the host streams it), writes the exit status to /lab/run/<role>.status and the
+# kernel log to /lab/run/<role>.dmesg, and powers off. No `set -e`: PID 1 must always reach the
+# power-off, whatever fails.
 set -uo pipefail
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb LANG=C.UTF-8
 
@@ -55,5 +56,6 @@ if [ ! -r "/lab/run/$role.cmd" ]; then
 fi
 bash "/lab/run/$role.cmd" < /dev/null > "$out" 2>&1
 rc=$?
+dmesg > "/lab/run/$role.dmesg" 2>/dev/null
 echo "$rc" > "$status.new" && mv "$status.new" "$status"
 halt
