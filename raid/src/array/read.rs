@@ -173,11 +173,10 @@ impl Array {
             drop(ops);
             scratch.extend(bufs_per_seg);
         }
-        for ((seg, dst), bufs) in segs.iter_mut().zip(scratch.iter()) {
+        for ((_, dst), bufs) in segs.iter_mut().zip(scratch.iter()) {
             let len = dst.len();
             let srcs: Vec<&[u8]> = bufs.iter().map(|b| &b[..len]).collect();
             self.parity.xor_gen(&srcs, dst)?;
-            let _ = seg;
             self.counters
                 .degraded_read_segments
                 .fetch_add(1, Ordering::Relaxed);

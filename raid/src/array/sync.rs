@@ -61,7 +61,8 @@ pub struct SyncProgress {
     pub total: u64,
     /// `done / total`.
     pub fraction: f64,
-    /// Member-data rate since the job started, bytes per second.
+    /// Rate since the job started, bytes per second: bytes written to the new member
+    /// (rebuild) or read from all members (resync, scrub).
     pub bytes_per_sec: f64,
     /// Estimated time left at that rate.
     pub eta: Option<Duration>,
@@ -108,7 +109,6 @@ impl Throttle {
 pub(crate) struct Tracker {
     kind: Option<SyncKind>,
     started: Instant,
-    start_pos: u64,
     bytes: u64,
     mismatches: u64,
     skipped: u64,
@@ -121,7 +121,6 @@ impl Default for Tracker {
         Tracker {
             kind: None,
             started: Instant::now(),
-            start_pos: 0,
             bytes: 0,
             mismatches: 0,
             skipped: 0,
@@ -150,7 +149,6 @@ impl Array {
             *t = Tracker {
                 kind: Some(kind),
                 started: Instant::now(),
-                start_pos: pos,
                 ..Tracker::default()
             };
         }
@@ -168,10 +166,15 @@ impl Array {
         } else {
             0.0
         };
-        let chunk = self.geo.chunk_bytes() as f64;
-        let left = total.saturating_sub(pos) as f64 * chunk * self.geo.data_members() as f64;
+        // Bytes each job moves per stripe, in the units `bytes_per_sec` counts: rebuild writes
+        // one chunk to the new member; resync and scrub read a chunk from every member.
+        let per_stripe = match kind {
+            SyncKind::Rebuild { .. } => self.geo.chunk_bytes(),
+            _ => self.geo.chunk_bytes() * self.geo.members(),
+        } as f64;
+        // (Resync skips clean regions, so its ETA is an upper bound.)
+        let left = total.saturating_sub(pos) as f64 * per_stripe;
         let eta = (rate > 0.0).then(|| Duration::from_secs_f64(left / rate));
-        let _ = t.start_pos;
         SyncProgress {
             kind,
             done: pos,

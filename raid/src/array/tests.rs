@@ -194,6 +194,15 @@ fn degraded_reads_and_writes_then_rebuild_onto_spare() {
         assert_eq!(r.array.member_states()[victim], SlotState::Rebuilding);
         let p = r.array.rebuild_step(&mut SyncExecutor, 3).unwrap().unwrap();
         assert!(!p.finished && p.fraction > 0.0 && p.fraction < 1.0);
+        assert_eq!(p.done, 3);
+        if let Some(eta) = p.eta {
+            // 13 stripes left at the measured rate of chunk-sized writes.
+            let expect = 13.0 * 8192.0 / p.bytes_per_sec;
+            assert!(
+                (eta.as_secs_f64() - expect).abs() <= expect * 0.01 + 1e-6,
+                "{eta:?} vs {expect}"
+            );
+        }
         // Writes during the rebuild, on both sides of the checkpoint.
         exercise(&r, 13, 10, &mut model);
         let mut t = Throttle::new(None);

@@ -356,11 +356,10 @@ impl Executor for UringExecutor {
         ];
         let mut queue: Vec<usize> = Vec::with_capacity(ops.len());
         for (i, op) in ops.iter_mut().enumerate() {
-            let Some(fd) = op.member.direct_fd().map(|f| f.as_raw_fd()) else {
+            if op.member.direct_fd().is_none() {
                 op.run_sync();
                 continue;
-            };
-            let _ = fd;
+            }
             let (ptr, len) = match &op.buf {
                 OpBuf::Read(b) => (b.as_ptr() as usize, b.len()),
                 OpBuf::Write(b) => (b.as_ptr() as usize, b.len()),
