@@ -4,9 +4,11 @@
 # Our user-space host against the kernel's NVMe-oF target (the referee of our host side), in one
 # guest (rxe loops back inside it): nvmet-rdma serving md RAID-5 over 4 emulated NVMe drives
 # (deploy/lab/ref-target.sh). Passes when raidline-initiator discovers the subsystem, identifies
-# the controller and its namespace, verifies a seeded pattern (no mismatching LBA), round-trips a
-# file with write/read, runs perf (randread and randwrite, no I/O error), and when the kernel's
-# own nvme-rdma host reads back exactly what raidline-initiator wrote — and the other way round.
+# the controller and its namespace, gets nvmet's typed Connect status for an unknown subsystem,
+# verifies a seeded pattern (no mismatching LBA), round-trips a file with write/read, runs perf
+# (randread, randwrite, randrw on 2 queues; no I/O error), when the kernel's own nvme-rdma host
+# reads back exactly what raidline-initiator wrote and the other way round, and when the kernel
+# target logged no keep-alive expiry or transport error.
 #
 # RAIDLINE_INITIATOR (passed with --env) overrides the binary (default build/release/...).
 set -euo pipefail
@@ -37,6 +39,14 @@ ri identify -n "$nqn" | tee "$out/identify.txt"
 grep -q "subnqn *: $nqn\$" "$out/identify.txt" || lab_fail "identify: wrong subnqn"
 grep -q "cntrltype : 1 (I/O)" "$out/identify.txt" || lab_fail "identify: not an I/O controller"
 grep -q "^namespace 1: " "$out/identify.txt" || lab_fail "identify: namespace 1 missing"
+
+lab_log "raidline-initiator identify of an unknown subsystem: a typed Connect status"
+if ri identify -n nqn.2026-11.io.raidline:no-such-subsystem > "$out/unknown-nqn.txt" 2>&1; then
+  lab_fail "connect to an unknown subsystem succeeded"
+fi
+cat "$out/unknown-nqn.txt"
+grep -q "Connect (cid [0-9]*) failed: connect invalid parameters (at Connect data byte 256)" \
+  "$out/unknown-nqn.txt" || lab_fail "unknown subsystem: not the status nvmet gives (IPO subnqn)"
 
 lab_log "raidline-initiator verify ($verify_size)"
 ri verify -n "$nqn" --lba 2048 --size "$verify_size" --seed 7 | tee "$out/verify.txt"
@@ -75,4 +85,14 @@ ri read -n "$nqn" --lba "$klba" --size 65536 -o /tmp/ri-kernel
 cmp /tmp/kernel-in /tmp/ri-kernel || lab_fail "we read other data than the kernel host wrote"
 
 "$LAB_DIR/ref-target.sh" stop --nqn "$nqn"
+
+# The target's side of the story: controllers created for our host NQN, and no keep-alive
+# expiry, transport error or bogus invalidation while we were connected.
+dmesg > "$out/dmesg.txt" 2>&1 || true
+grep -E 'nvmet' "$out/dmesg.txt" | tail -n 12 || true
+grep -q "nvmet: creating nvm controller .* for NQN $(cat /etc/nvme/hostnqn)" "$out/dmesg.txt" ||
+  lab_fail "dmesg shows no controller created for our host NQN"
+if grep -iE 'keep-alive timer .*expired|nvmet_rdma: .*(error|failed|bogus)' "$out/dmesg.txt"; then
+  lab_fail "the kernel target logged errors (above)"
+fi
 lab_log "raidline-initiator vs kernel target: PASS"

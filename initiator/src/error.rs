@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use raidline_fabric::{ConnectFailure, FabricError, PostError, WcStatus};
 use raidline_proto::rdma_cm::CmRejectStatus;
-use raidline_proto::{ParseError, Status};
+use raidline_proto::{ParseError, Status, StatusCodeType};
 use thiserror::Error;
 
 use crate::types::Qid;
@@ -32,7 +32,7 @@ pub enum Error {
         error: PostError,
     },
     /// The controller completed the command with an error status.
-    #[error("queue {qid}: {command} (cid {cid}) failed: {status}")]
+    #[error("queue {qid}: {command} (cid {cid}) failed: {}", describe(command, status, *dw0))]
     Nvme {
         /// The queue the command ran on.
         qid: Qid,
@@ -113,6 +113,46 @@ pub enum Error {
     InvalidArgument(String),
 }
 
+/// A status in words, read in the context of the command that got it: command-specific codes
+/// mean different things for Fabrics commands (Connect) and NVM commands, and a Connect's
+/// "invalid parameters" names the offending field's location from DW0 (IATTR/IPO).
+pub fn describe(command: &str, status: &Status, dw0: u32) -> String {
+    let fabrics = matches!(command, "Connect" | "Property Get" | "Property Set");
+    let named = match (status.code.sct, status.code.sc) {
+        (StatusCodeType::COMMAND_SPECIFIC, sc) if fabrics => match sc {
+            0x80 => Some("connect incompatible format".to_string()),
+            0x81 => Some("controller busy".to_string()),
+            0x82 => Some(format!(
+                "connect invalid parameters (at {} byte {})",
+                if (dw0 >> 16) & 1 == 1 {
+                    "Connect data"
+                } else {
+                    "command"
+                },
+                dw0 & 0xFFFF
+            )),
+            0x83 => Some("connect restart discovery".to_string()),
+            0x84 => Some("connect invalid host".to_string()),
+            0x85 => Some("invalid queue type".to_string()),
+            0x90 => Some("discover restart".to_string()),
+            0x91 => Some("authentication required".to_string()),
+            _ => None,
+        },
+        _ => None,
+    };
+    let mut s = named.unwrap_or_else(|| match status.code.name() {
+        Some(n) => n.to_lowercase().replace('_', " "),
+        None => format!("sct {:#x} sc {:#04x}", status.code.sct.0, status.code.sc),
+    });
+    if status.more {
+        s.push_str(" (more in the error log)");
+    }
+    if status.dnr {
+        s.push_str(" (DNR)");
+    }
+    s
+}
+
 impl Error {
     /// The NVMe status, when the controller answered with one.
     pub fn status(&self) -> Option<Status> {
@@ -126,5 +166,33 @@ impl Error {
     /// and a caller's mistake).
     pub fn is_fatal(&self) -> bool {
         !matches!(self, Error::Nvme { .. } | Error::InvalidArgument(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use raidline_proto::StatusCode;
+
+    #[test]
+    fn statuses_read_in_the_command_s_context() {
+        let st = Status::new(StatusCode::CONNECT_INVALID_PARAMETERS).dnr();
+        let e = Error::Nvme {
+            qid: Qid(0),
+            cid: 3,
+            command: "Connect",
+            status: st,
+            dw0: (1 << 16) | 256,
+        };
+        assert_eq!(
+            e.to_string(),
+            "queue 0: Connect (cid 3) failed: connect invalid parameters (at Connect data byte 256) (DNR)"
+        );
+        // The same (SCT, SC) on a Write is the NVM command set's meaning.
+        assert_eq!(describe("Write", &st, 0), "write to read only (DNR)");
+        let media = Status::new(StatusCode::UNRECOVERED_READ_ERROR);
+        assert_eq!(describe("Read", &media, 0), "unrecovered read error");
+        let odd = Status::from_field(0x07FF);
+        assert_eq!(describe("Read", &odd, 0), "sct 0x7 sc 0xff");
     }
 }
