@@ -162,6 +162,7 @@ impl Array {
             ppl_locks: locks::StripeLocks::default(),
             ppl_enabled: AtomicBool::new(true),
             flush_gates: (0..geo.members()).map(|_| Default::default()).collect(),
+            resync_gaps: AtomicBool::new(false),
             bitmap: bitmap::Bitmap::new(&meta, geo.stripes(), bits),
             geo,
             meta,

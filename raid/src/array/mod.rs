@@ -206,6 +206,8 @@ pub struct Array {
     ppl_enabled: AtomicBool,
     /// Per role: group commit of the log's cache flushes.
     flush_gates: Vec<flush::FlushGate>,
+    /// A resync skipped stripes (a member went missing): stop clearing bitmap bits.
+    resync_gaps: AtomicBool,
     tracker: sync::TrackerCell,
 }
 

@@ -443,12 +443,19 @@ impl Array {
                 next = dirty.iter().find(|&&d| d > r).map_or(total, |d| d * region);
                 continue;
             }
-            let (m, _) = self.sync_stripe(exec, StripeIdx(next), true)?;
+            let (m, skipped) = self.sync_stripe(exec, StripeIdx(next), true)?;
             mism += m;
             bytes += self.geo.chunk_bytes() as u64 * self.geo.members() as u64;
             next += 1;
             done += 1;
-            if next % region == 0 || next == total {
+            // A stripe skipped because a member went missing was not resynced: its region
+            // keeps its bit (it stays on record as possibly torn).
+            if skipped > 0 {
+                self.resync_gaps
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            let gaps = self.resync_gaps.load(std::sync::atomic::Ordering::Relaxed);
+            if (next % region == 0 || next == total) && !gaps {
                 self.bitmap.clear_regions(self, &[r])?;
             }
         }
