@@ -19,7 +19,7 @@ use raidline_proto::text::Nqn;
 use crate::controller::{Controller, ControllerOptions, Namespace};
 use crate::discovery;
 use crate::error::Error;
-use crate::io::{self, IoOp};
+use crate::io::IoOp;
 use crate::pattern;
 use crate::perf::{run_worker, validate, Live, PerfConfig, PerfResult};
 use crate::types::{format_uuid, HostIdentity, Lba, Nsid};
@@ -269,11 +269,15 @@ fn move_data<F: Fabric>(
     lba: Lba,
     buf: &mut [u8],
 ) -> Result<(), Error> {
-    let Controller { admin, io: qs, .. } = c;
-    let q = qs
-        .first_mut()
-        .ok_or_else(|| Error::Protocol("the controller granted no I/O queue".into()))?;
-    io::transfer(q, op, ns, lba, buf, &mut || admin.service())
+    if c.io.is_empty() {
+        return Err(Error::Protocol(
+            "the controller granted no I/O queue".into(),
+        ));
+    }
+    match op {
+        IoOp::Read => c.read(0, ns, lba, buf),
+        IoOp::Write => c.write(0, ns, lba, buf),
+    }
 }
 
 /// What `verify` found.
@@ -324,14 +328,7 @@ pub fn verify<F: Fabric>(
         move_data(c, IoOp::Write, &ns, Lba(at), &mut buf)?;
         at += n;
     }
-    {
-        let Controller { admin, io: qs, .. } = &mut *c;
-        if let Some(q) = qs.first_mut() {
-            io::run_one(q, &mut || admin.service(), |q, tag| {
-                io::submit_flush(q, tag, nsid)
-            })?;
-        }
-    }
+    c.flush(0, nsid)?;
     let write_time = t.elapsed();
     let t = Instant::now();
     let mut mismatches = Vec::new();

@@ -27,13 +27,15 @@ use raidline_proto::identify::{
     sgls, ActiveNsList, Cns, ControllerType, IdentifyController, IdentifyNamespace,
     IDENTIFY_DATA_LEN,
 };
+use raidline_proto::io::DsmRange;
 use raidline_proto::log::LogPageId;
 use raidline_proto::text::Nqn;
 use raidline_proto::{SglDescriptor, Sqe, StatusCode};
 
 use crate::error::Error;
+use crate::io;
 use crate::queue::{backoff, Queue, QueueParams, Xfer};
-use crate::types::{HostIdentity, Nsid, Qid, Tag};
+use crate::types::{HostIdentity, Lba, Nsid, Qid, Tag};
 
 /// Admin queue size (the Fabrics minimum, as Linux uses: hrqsize 32, hsqsize 31).
 pub const ADMIN_DEPTH: u16 = 32;
@@ -659,6 +661,74 @@ impl<F: Fabric> Controller<F> {
             self.service()?;
         }
         Ok(())
+    }
+
+    /// Reads `buf.len()` bytes (whole blocks) of `ns` from `lba` through I/O queue `qi`
+    /// (index into [`Controller::io`]), servicing keep-alive meanwhile.
+    pub fn read(
+        &mut self,
+        qi: usize,
+        ns: &Namespace,
+        lba: Lba,
+        buf: &mut [u8],
+    ) -> Result<(), Error> {
+        let (admin, q) = self.split(qi)?;
+        io::read(q, ns, lba, buf, &mut || admin.service())
+    }
+
+    /// Writes `data` (whole blocks) to `ns` at `lba` through I/O queue `qi`.
+    pub fn write(&mut self, qi: usize, ns: &Namespace, lba: Lba, data: &[u8]) -> Result<(), Error> {
+        let (admin, q) = self.split(qi)?;
+        io::write(q, ns, lba, data, &mut || admin.service())
+    }
+
+    /// Flush of `nsid` through I/O queue `qi`.
+    pub fn flush(&mut self, qi: usize, nsid: Nsid) -> Result<(), Error> {
+        let (admin, q) = self.split(qi)?;
+        io::run_one(q, &mut || admin.service(), |q, t| {
+            io::submit_flush(q, t, nsid)
+        })
+        .map(|_| ())
+    }
+
+    /// Write Zeroes of `nlb` blocks at `lba` through I/O queue `qi`.
+    pub fn write_zeroes(
+        &mut self,
+        qi: usize,
+        ns: &Namespace,
+        lba: Lba,
+        nlb: u32,
+        deallocate: bool,
+    ) -> Result<(), Error> {
+        let (admin, q) = self.split(qi)?;
+        io::run_one(q, &mut || admin.service(), |q, t| {
+            io::submit_write_zeroes(q, t, ns, lba, nlb, deallocate)
+        })
+        .map(|_| ())
+    }
+
+    /// Dataset Management with `ranges` through I/O queue `qi`.
+    pub fn dataset_management(
+        &mut self,
+        qi: usize,
+        nsid: Nsid,
+        ranges: &[DsmRange],
+        deallocate: bool,
+    ) -> Result<(), Error> {
+        let (admin, q) = self.split(qi)?;
+        io::run_one(q, &mut || admin.service(), |q, t| {
+            io::submit_dsm(q, t, nsid, ranges, deallocate)
+        })
+        .map(|_| ())
+    }
+
+    fn split(&mut self, qi: usize) -> Result<(&mut Admin<F>, &mut Queue<F>), Error> {
+        let n = self.io.len();
+        let q = self
+            .io
+            .get_mut(qi)
+            .ok_or_else(|| Error::InvalidArgument(format!("I/O queue index {qi} (have {n})")))?;
+        Ok((&mut self.admin, q))
     }
 
     /// Takes the I/O queues out (e.g. one per worker thread); keep calling

@@ -203,6 +203,62 @@ pub fn transfer<F: Fabric>(
     buf: &mut [u8],
     service: ServiceHook<'_>,
 ) -> Result<(), Error> {
+    match op {
+        IoOp::Read => pipeline(q, ns, slba, Data::Read(buf), service),
+        IoOp::Write => pipeline(q, ns, slba, Data::Write(buf), service),
+    }
+}
+
+/// Reads `buf.len()` bytes (whole blocks) from `slba` into `buf` (see [`transfer`]).
+pub fn read<F: Fabric>(
+    q: &mut Queue<F>,
+    ns: &Namespace,
+    slba: Lba,
+    buf: &mut [u8],
+    service: ServiceHook<'_>,
+) -> Result<(), Error> {
+    pipeline(q, ns, slba, Data::Read(buf), service)
+}
+
+/// Writes `data` (whole blocks) at `slba` (see [`transfer`]).
+pub fn write<F: Fabric>(
+    q: &mut Queue<F>,
+    ns: &Namespace,
+    slba: Lba,
+    data: &[u8],
+    service: ServiceHook<'_>,
+) -> Result<(), Error> {
+    pipeline(q, ns, slba, Data::Write(data), service)
+}
+
+enum Data<'a> {
+    Read(&'a mut [u8]),
+    Write(&'a [u8]),
+}
+
+impl Data<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Data::Read(b) => b.len(),
+            Data::Write(b) => b.len(),
+        }
+    }
+    fn op(&self) -> IoOp {
+        match self {
+            Data::Read(_) => IoOp::Read,
+            Data::Write(_) => IoOp::Write,
+        }
+    }
+}
+
+fn pipeline<F: Fabric>(
+    q: &mut Queue<F>,
+    ns: &Namespace,
+    slba: Lba,
+    mut buf: Data<'_>,
+    service: ServiceHook<'_>,
+) -> Result<(), Error> {
+    let op = buf.op();
     let bs = ns.block_size as usize;
     if buf.len() % bs != 0 {
         return Err(Error::InvalidArgument(format!(
@@ -247,9 +303,9 @@ pub fn transfer<F: Fabric>(
             let hi = (lo + chunk).min(buf.len());
             let nlb = ((hi - lo) / bs) as u32;
             let lba = Lba(slba.0 + (lo / bs) as u64);
-            let r = match op {
-                IoOp::Write => q.write_data(tag, 0, &buf[lo..hi]),
-                IoOp::Read => Ok(()),
+            let r = match &buf {
+                Data::Write(b) => q.write_data(tag, 0, &b[lo..hi]),
+                Data::Read(_) => Ok(()),
             }
             .and_then(|()| submit_rw(q, tag, op, ns, lba, nlb));
             if let Err(e) = r {
@@ -273,13 +329,14 @@ pub fn transfer<F: Fabric>(
             owner[tag.index()] = None;
             finished += 1;
             match f.result {
-                Ok(_) if op == IoOp::Read => {
-                    let lo = i * chunk;
-                    let hi = (lo + chunk).min(buf.len());
-                    // Read back before the slot can be reused: this thread is its only user.
-                    q.read_data(tag, 0, &mut buf[lo..hi])?;
+                Ok(_) => {
+                    if let Data::Read(b) = &mut buf {
+                        let lo = i * chunk;
+                        let hi = (lo + chunk).min(b.len());
+                        // Read back before the slot can be reused: this thread is its only user.
+                        q.read_data(tag, 0, &mut b[lo..hi])?;
+                    }
                 }
-                Ok(_) => {}
                 Err(e) => {
                     if first_err.is_none() {
                         first_err = Some(e);

@@ -149,15 +149,9 @@ fn io_queues_connect_with_the_admin_cntlid_and_move_data_both_ways() {
     assert_eq!(r.seen.in_capsule_writes.load(Ordering::Relaxed), before + 1);
     assert_eq!(r.disk.lock().unwrap()[..4 * BLOCK], small[..]);
 
-    // Flush, Write Zeroes, Dataset Management.
-    io::run_one(&mut qs[0], &mut || admin.service(), |q, t| {
-        io::submit_flush(q, t, Nsid(1))
-    })
-    .unwrap();
-    io::run_one(&mut qs[0], &mut || admin.service(), |q, t| {
-        io::submit_write_zeroes(q, t, &ns, Lba(10), 8, false)
-    })
-    .unwrap();
+    // Flush, Write Zeroes, Dataset Management, and the controller's own read/write helpers.
+    c.flush(0, Nsid(1)).unwrap();
+    c.write_zeroes(1, &ns, Lba(10), 8, false).unwrap();
     assert!(r.disk.lock().unwrap()[10 * BLOCK..18 * BLOCK]
         .iter()
         .all(|&b| b == 0));
@@ -173,14 +167,21 @@ fn io_queues_connect_with_the_admin_cntlid_and_move_data_both_ways() {
             slba: 150,
         },
     ];
-    io::run_one(&mut qs[1], &mut || admin.service(), |q, t| {
-        io::submit_dsm(q, t, Nsid(1), &ranges, true)
-    })
-    .unwrap();
+    c.dataset_management(1, Nsid(1), &ranges, true).unwrap();
     assert_eq!(r.seen.dsm_ranges.lock().unwrap().clone(), ranges.to_vec());
     assert!(r.disk.lock().unwrap()[100 * BLOCK..104 * BLOCK]
         .iter()
         .all(|&b| b == 0));
+    let data = vec![0x3Cu8; 3 * BLOCK];
+    c.write(1, &ns, Lba(300), &data).unwrap();
+    let mut back = vec![0u8; 3 * BLOCK];
+    c.read(0, &ns, Lba(300), &mut back).unwrap();
+    assert_eq!(back, data);
+    assert!(matches!(
+        c.read(2, &ns, Lba(0), &mut back),
+        Err(Error::InvalidArgument(_))
+    ));
+    let Controller { io: qs, .. } = &mut c;
 
     // Out of the namespace: refused before anything is sent.
     let mut one = vec![0u8; BLOCK];
