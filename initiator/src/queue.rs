@@ -150,7 +150,7 @@ impl<F: Fabric> Queue<F> {
             .map_err(|_| Error::InvalidArgument(format!("queue {qid}: {total} bytes")))?;
         let mem = Arc::new(DmaMemory::new(total, false)?);
         let mr = fabric.register(pd, mem.clone(), Access::ALL)?;
-        let mut cq = fabric.create_cq(2 * u32::from(p.depth) + 4)?;
+        let cq = fabric.create_cq(2 * u32::from(p.depth) + 4)?;
         let mut cm = fabric.create_cm()?;
         let attrs = fabric.attrs();
         let req = CmRequest {
@@ -248,12 +248,7 @@ impl<F: Fabric> Queue<F> {
             cm,
             conn,
             ep: Endpoint::new(qp, u32::from(p.depth) + 1),
-            cq: {
-                // Drain anything a reused CQ could hold (nothing, for a fresh one).
-                let mut v = Vec::new();
-                let _ = cq.poll(&mut v, 64);
-                cq
-            },
+            cq,
             mr,
             mem,
             cqe_base,
@@ -437,10 +432,7 @@ impl<F: Fabric> Queue<F> {
         sqe.set_sgl1(&sgl)?;
         let sqe_off = tag.index() * SQE_LEN;
         self.mem.write(sqe_off, sqe.as_bytes())?;
-        let mut sges = [
-            self.mr.sge(sqe_off as u64, SQE_LEN as u32)?,
-            Sge::default_like(),
-        ];
+        let mut sges = [self.mr.sge(sqe_off as u64, SQE_LEN as u32)?, EMPTY_SGE];
         let n = if in_capsule > 0 {
             sges[1] = self.mr.sge(self.data_off(tag) as u64, in_capsule)?;
             2
@@ -815,19 +807,12 @@ impl<F: Fabric> Drop for Queue<F> {
     }
 }
 
-trait SgeExt {
-    fn default_like() -> Sge;
-}
-
-impl SgeExt for Sge {
-    fn default_like() -> Sge {
-        Sge {
-            addr: 0,
-            length: 0,
-            lkey: 0,
-        }
-    }
-}
+/// Placeholder for the unused second SGE of a send without in-capsule data.
+const EMPTY_SGE: Sge = Sge {
+    addr: 0,
+    length: 0,
+    lkey: 0,
+};
 
 /// Waits politely after `idle` empty polls: spin, then yield, then short sleeps (≤ 200 µs), so a
 /// waiting command costs little CPU and still sees its answer quickly.
