@@ -9,7 +9,13 @@
 //!   the minimum rate and at `scale_cap_us` (so low-rate flows aim a little higher: fairness);
 //! - `rtt_p ≥ target`: `rate *= 1 − beta·(rtt_p − target)/(rtt_p − base)`, stage back to 0;
 //! - otherwise `stage = min(stage + 1, stage_max)`, `rate += min(rate·incr_cap, ai·stage)`;
-//! - NACK (out of sequence): halve; probe lost after `waited`: treated as an RTT of `waited`.
+//! - NACK (out of sequence): halve; probe lost after `waited`: treated as an RTT of `waited`;
+//! - `base` is never taken above `base_cap_us` (like Swift's configured base delay): a flow that
+//!   starts while a queue stands would otherwise take the queue for the path and aim higher;
+//! - rate matching (`match_gain` g > 0, off in CTCC): before the step above, with
+//!   `slope = (rtt − rtt_prev)/dt` — the queue's growth rate, i.e. (arrivals − capacity)/capacity —
+//!   `rate /= 1 + g·slope` (slope clamped to [−0.5, 2]). At large fan-in a flow acts only every few
+//!   milliseconds; this lets each action remove the flow's share of the measured overload.
 //!
 //! Probes are asked for every `probe_bytes` sent and, when `probe_interval_us` > 0, also when
 //! that long has passed since the last request (checked on each send). The rate always stays in
@@ -35,9 +41,11 @@ const MIN_RATE_MBPS: usize = 9;
 const INIT_RATE_MBPS: usize = 10;
 const GRADIENT: usize = 11;
 const HORIZON: usize = 12;
+const BASE_CAP_US: usize = 13;
+const MATCH_GAIN: usize = 14;
 
 /// Published CTCC values (CC.md); Raidline's default overrides some of them in [`RttAimd::new`].
-static SPECS: [ParamSpec; 13] = [
+static SPECS: [ParamSpec; 15] = [
     ParamSpec {
         name: "offset_us",
         min: 0.0,
@@ -129,6 +137,20 @@ static SPECS: [ParamSpec; 13] = [
         default: 0.0,
         doc: "least projection, in update intervals: rtt_p = rtt + (rtt - prev) * max((rtt - base)/(dt/2), horizon)",
     },
+    ParamSpec {
+        name: "base_cap_us",
+        min: 0.0,
+        max: 100_000.0,
+        default: 100_000.0,
+        doc: "the fabric's unloaded RTT is at most this: base = min(lowest RTT seen, base_cap), us",
+    },
+    ParamSpec {
+        name: "match_gain",
+        min: 0.0,
+        max: 2.0,
+        default: 0.0,
+        doc: "rate matching: before the AIMD step, rate /= 1 + g*slope, slope = (rtt - prev)/dt = (arrivals - capacity)/capacity",
+    },
 ];
 
 /// Per-flow state (48 bytes).
@@ -162,9 +184,9 @@ impl RttAimd {
     }
 
     /// Raidline's default, named `rtt-aimd`: the same law with a third of CTCC's rate-scaled
-    /// target term (a smaller standing queue at large fan-in), a probe per packet (and at least
-    /// every 200 us while sending), a trend projected one update ahead, a smaller increase cap and
-    /// a larger decrease gain (see `cc/README.md` for the measured effect of each).
+    /// target term, a probe per packet (and at least every 200 us while sending), small steps
+    /// both ways (3 %), rate matching on the RTT slope, and a 10 us cap on the base RTT (see
+    /// `cc/README.md` for the measured effect of each).
     pub fn new() -> RttAimd {
         let mut params = Params::new("rtt-aimd", &SPECS);
         for (name, v) in DEFAULT_OVERRIDES {
@@ -190,10 +212,20 @@ impl RttAimd {
     /// One control update from an RTT (already net of remote turnaround).
     fn update(&self, s: &mut State, now: Nanos, rtt: u64, project: bool) {
         let p = &self.params;
-        s.base = s.base.min(rtt);
+        s.base = s
+            .base
+            .min(rtt)
+            .min(Nanos::from_us_f64(p.at(BASE_CAP_US)).0.max(1));
         let base = s.base as f64;
         let r = rtt as f64;
         let mut rtt_p = r;
+        if project && s.have_prev && p.at(MATCH_GAIN) > 0.0 {
+            let dt = now.0.saturating_sub(s.last_update) as f64;
+            if dt > 0.0 {
+                let slope = ((r - s.prev_rtt as f64) / dt).clamp(-0.5, 2.0);
+                s.rate /= 1.0 + p.at(MATCH_GAIN) * slope;
+            }
+        }
         if project && s.have_prev && p.at(GRADIENT) > 0.5 {
             let dt = now.0.saturating_sub(s.last_update) as f64;
             if dt > 0.0 {
@@ -240,9 +272,10 @@ impl Default for RttAimd {
 pub const DEFAULT_OVERRIDES: &[(&str, f64)] = &[
     ("offset_us", 6.0),
     ("scale_us", 4.0),
-    ("beta", 0.1),
-    ("incr_cap", 0.1),
-    ("horizon", 1.0),
+    ("beta", 0.03),
+    ("incr_cap", 0.03),
+    ("match_gain", 0.5),
+    ("base_cap_us", 10.0),
     ("probe_bytes", 4160.0),
     ("probe_interval_us", 200.0),
     ("init_rate_mbps", 100_000.0 / 8192.0),
@@ -409,6 +442,43 @@ mod tests {
         let before = s.rate;
         b.on_event(&mut s, Nanos::from_us(104), rtt(18.0));
         assert!(s.rate > before);
+    }
+
+    #[test]
+    fn rate_matching_removes_the_measured_overload() {
+        // ctcc with match_gain 1: RTT rising 2 us per 100 us = slope 0.02 -> rate / 1.02 first,
+        // then the usual law (rising RTT far below target: increase, capped at 25 %)
+        let mut a = RttAimd::ctcc();
+        a.params_mut().set("match_gain", 1.0).unwrap();
+        a.params_mut().set("gradient", 0.0).unwrap();
+        let mut s = at_rate(&a, 10.0, 10.0);
+        a.on_event(&mut s, Nanos::from_us(100), rtt(10.0));
+        let before = s.rate;
+        a.on_event(&mut s, Nanos::from_us(200), rtt(12.0));
+        let matched = before / 1.02;
+        let expect = matched + (matched / 4.0).min(100e6 * 2.0);
+        assert!(close(s.rate, expect, 1e-9), "{} vs {}", s.rate, expect);
+        // a falling RTT (queue draining) raises the rate by the same rule: slope -0.04
+        let mut s = at_rate(&a, 10.0, 10.0);
+        a.on_event(&mut s, Nanos::from_us(100), rtt(18.0));
+        let before = s.rate;
+        a.on_event(&mut s, Nanos::from_us(200), rtt(14.0));
+        let matched = before / 0.96;
+        let expect = matched + (matched / 4.0).min(100e6 * 2.0);
+        assert!(close(s.rate, expect, 1e-9), "{} vs {}", s.rate, expect);
+    }
+
+    #[test]
+    fn base_cap_bounds_the_base_a_late_flow_sees() {
+        let a = RttAimd::new();
+        let (mut s, _) = started(&a);
+        // the first sample already carries 100 us of standing queue
+        a.on_event(&mut s, Nanos::from_us(100), rtt(110.0));
+        assert_eq!(s.base, 10_000, "base capped at 10 us");
+        let c = RttAimd::ctcc();
+        let (mut s, _) = started(&c);
+        c.on_event(&mut s, Nanos::from_us(100), rtt(110.0));
+        assert_eq!(s.base, 110_000, "CTCC takes the first sample as base");
     }
 
     #[test]

@@ -76,7 +76,8 @@ pub struct Network {
     pub probe_timeout_us: f64,
     /// Go-back-N retransmission timeout.
     pub rto_us: f64,
-    /// Pacer bucket depth.
+    /// Pacer bucket depth (default two packets: with one-packet buckets, many flows sharing a
+    /// NIC phase-lock into bursts).
     pub burst_bytes: u32,
 }
 
@@ -97,7 +98,7 @@ impl Default for Network {
             cnp_interval_us: 50.0,
             probe_timeout_us: 300.0,
             rto_us: 2000.0,
-            burst_bytes: 4160,
+            burst_bytes: 8320,
         }
     }
 }
