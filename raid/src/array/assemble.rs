@@ -172,6 +172,7 @@ impl Array {
             locks: locks::StripeLocks::default(),
             dirty_flag: AtomicBool::new(dirty),
             scratch: Mutex::new(Vec::new()),
+            log_scratch: Mutex::new(Vec::new()),
             counters: Counters::default(),
             tracker: Default::default(),
         }

@@ -200,6 +200,7 @@ pub struct Array {
     bitmap: bitmap::Bitmap,
     dirty_flag: AtomicBool,
     scratch: Mutex<Vec<AlignedBuf>>,
+    log_scratch: Mutex<Vec<AlignedBuf>>,
     counters: Counters,
     ppl: Option<ppl::PplLayout>,
     ppl_locks: locks::StripeLocks,
@@ -356,6 +357,22 @@ impl Array {
         let mut pool = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
         pool.pop()
             .unwrap_or_else(|| AlignedBuf::new(self.geo.chunk_bytes(), 4096))
+    }
+
+    /// A buffer for one log entry: header plus one chunk of partial parity.
+    pub(crate) fn take_log_scratch(&self) -> AlignedBuf {
+        let mut pool = self.log_scratch.lock().unwrap_or_else(|p| p.into_inner());
+        pool.pop()
+            .unwrap_or_else(|| AlignedBuf::new(ppl::HEADER + self.geo.chunk_bytes(), 4096))
+    }
+
+    pub(crate) fn give_log_scratch(&self, bufs: impl IntoIterator<Item = AlignedBuf>) {
+        let mut pool = self.log_scratch.lock().unwrap_or_else(|p| p.into_inner());
+        for b in bufs {
+            if pool.len() < 64 {
+                pool.push(b);
+            }
+        }
     }
 
     pub(crate) fn give_scratch(&self, bufs: impl IntoIterator<Item = AlignedBuf>) {

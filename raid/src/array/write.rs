@@ -67,8 +67,9 @@ struct Plan<'d> {
     /// Old rows `[lo, hi)` per data index (only those the mode reads or rebuilds).
     old: Vec<Option<AlignedBuf>>,
     parity: Option<AlignedBuf>,
-    /// Partial parity for the log, and the missing role's data index in this stripe, when
-    /// this stripe's write is logged (degraded, parity member usable).
+    /// Log buffer (4 KiB header, then the partial parity over `[lo, hi)`), and the missing
+    /// role's data index in this stripe, when this stripe's write is logged (degraded,
+    /// parity member usable).
     log: Option<(AlignedBuf, Option<usize>)>,
 }
 
@@ -170,7 +171,7 @@ impl Array {
                 self.compute(p)?;
             }
             if let Some(l) = layout {
-                if !self.log_phase(exec, &view, &plans, &l)? {
+                if !self.log_phase(exec, &view, &mut plans, &l)? {
                     self.release(plans);
                     continue;
                 }
@@ -194,62 +195,69 @@ impl Array {
     }
 
     fn release(&self, plans: Vec<Plan<'_>>) {
-        let bufs = plans.into_iter().flat_map(|p| {
-            p.old
-                .into_iter()
-                .flatten()
-                .chain(p.parity)
-                .chain(p.log.map(|l| l.0))
-        });
+        let mut logs = Vec::new();
+        let bufs: Vec<AlignedBuf> = plans
+            .into_iter()
+            .flat_map(|p| {
+                logs.extend(p.log.map(|l| l.0));
+                p.old.into_iter().flatten().chain(p.parity)
+            })
+            .collect();
         self.give_scratch(bufs);
+        self.give_log_scratch(logs);
     }
 
-    /// Writes and flushes the partial-parity-log entries of every logged plan.
-    /// `Ok(false)` when a member failed (replan).
+    /// Writes and flushes the partial-parity-log entries of every logged plan: per stripe one
+    /// write of header + partial parity (one buffer) and, if the missing chunk is written, one
+    /// of its new rows straight from the caller's buffer. `Ok(false)` when a member failed.
     fn log_phase<E: Executor + ?Sized>(
         &self,
         exec: &mut E,
         view: &View,
-        plans: &[Plan<'_>],
+        plans: &mut [Plan<'_>],
         layout: &PplLayout,
     ) -> Result<bool, RaidError> {
         let bs = self.geo.block_bytes();
         let cb = self.geo.chunk_bytes() as u64;
         let epoch = self.read_state().ppl_epoch;
-        let mut headers = Vec::new();
-        for p in plans {
-            let Some((pp, f)) = &p.log else { continue };
+        let mut logged = Vec::with_capacity(plans.len());
+        for p in plans.iter_mut() {
             let len = (p.hi - p.lo) as usize * bs;
+            let (stripe, lo, hi) = (p.stripe.0, p.lo, p.hi);
+            let Some((buf, f)) = p.log.as_mut() else {
+                continue;
+            };
             let fw = f.and_then(|f| p.writes.iter().find(|w| w.data_index == f));
             let entry = Entry {
                 epoch,
-                stripe: p.stripe.0,
-                lo: p.lo,
-                hi: p.hi,
+                stripe,
+                lo,
+                hi,
                 f: f.zip(fw).map(|(f, w)| (f, w.start, w.end)),
                 writes: p
                     .writes
                     .iter()
                     .map(|w| (w.data_index, w.start, w.end))
                     .collect(),
-                pp_crc: crc32c(&pp[..len]),
+                pp_crc: crc32c(&buf[HEADER..HEADER + len]),
                 f_crc: fw.map_or(0, |w| crc32c(w.data)),
             };
             let Some(head) = entry.encode() else { continue };
-            headers.push(head);
+            buf[..HEADER].copy_from_slice(&head);
+            logged.push(p.stripe);
         }
         let mut ops = Vec::new();
         let mut flush: Vec<usize> = Vec::new();
-        let mut heads = headers.iter();
-        for p in plans {
-            let Some((pp, f)) = &p.log else { continue };
-            let Some(head) = heads.next() else { break };
+        for p in plans.iter() {
+            let Some((buf, f)) = &p.log else { continue };
+            if !logged.contains(&p.stripe) {
+                continue;
+            }
             let pm = self.geo.parity_member(p.stripe);
             let Some(m) = view.member(pm.0) else { continue };
             let off = layout.slot_offset(&self.geo, p.stripe);
             let len = (p.hi - p.lo) as usize * bs;
-            ops.push(MemberOp::write(pm, m, off, head));
-            ops.push(MemberOp::write(pm, m, off + HEADER as u64, &pp[..len]));
+            ops.push(MemberOp::write(pm, m, off, &buf[..HEADER + len]));
             if let Some(fw) = f.and_then(|f| p.writes.iter().find(|w| w.data_index == f)) {
                 ops.push(MemberOp::write(pm, m, off + HEADER as u64 + cb, fw.data));
             }
@@ -335,7 +343,7 @@ impl Array {
         let parity = (mode != Mode::DataOnly).then(|| self.take_scratch());
         let log = log
             .filter(|_| mode != Mode::DataOnly)
-            .map(|f| (self.take_scratch(), f));
+            .map(|f| (self.take_log_scratch(), f));
         Ok(Plan {
             stripe,
             writes: writes.to_vec(),
@@ -460,10 +468,12 @@ impl Array {
                         srcs.push(&old[rel.clone()]);
                     }
                 }
+                // The log buffer holds the header first, then the partial parity.
+                let at = HEADER + rel.start..HEADER + rel.end;
                 if srcs.is_empty() {
-                    pp[rel].fill(0);
+                    pp[at].fill(0);
                 } else {
-                    self.parity.xor_gen(&srcs, &mut pp[rel])?;
+                    self.parity.xor_gen(&srcs, &mut pp[at])?;
                 }
             }
         }
