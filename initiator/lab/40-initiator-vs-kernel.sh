@@ -5,10 +5,11 @@
 # guest (rxe loops back inside it): nvmet-rdma serving md RAID-5 over 4 emulated NVMe drives
 # (deploy/lab/ref-target.sh). Passes when raidline-initiator discovers the subsystem, identifies
 # the controller and its namespace, gets nvmet's typed Connect status for an unknown subsystem,
-# verifies a seeded pattern (no mismatching LBA), round-trips a file with write/read, runs perf
-# (randread, randwrite, randrw on 2 queues; no I/O error), when the kernel's own nvme-rdma host
-# reads back exactly what raidline-initiator wrote and the other way round, and when the kernel
-# target logged no keep-alive expiry or transport error.
+# verifies a seeded pattern (no mismatching LBA), round-trips a file with write/read, zeroes a
+# range (Write Zeroes) and trims it (DSM), runs perf (randread, randwrite, randrw on 2 queues;
+# no I/O error), receives the namespace-attribute AEN when a namespace is added under a running
+# perf, when the kernel's own nvme-rdma host reads back exactly what raidline-initiator wrote and
+# the other way round, and when the kernel target logged no keep-alive expiry or transport error.
 #
 # RAIDLINE_INITIATOR (passed with --env) overrides the binary (default build/release/...).
 set -euo pipefail
@@ -58,6 +59,14 @@ ri write -n "$nqn" --lba 200000 -i /tmp/ri-in
 ri read -n "$nqn" --lba 200000 --size 1000000 -o /tmp/ri-back
 cmp /tmp/ri-in /tmp/ri-back || lab_fail "file read back differs"
 
+lab_log "raidline-initiator write-zeroes and trim"
+head -c 65536 /dev/urandom > /tmp/ri-nz
+ri write -n "$nqn" --lba 300000 -i /tmp/ri-nz
+ri write-zeroes -n "$nqn" --lba 300000 --blocks 64
+ri read -n "$nqn" --lba 300000 --size 32768 -o /tmp/ri-zero
+head -c 32768 /dev/zero | cmp - /tmp/ri-zero || lab_fail "write-zeroes left data behind"
+ri trim -n "$nqn" --lba 300000 --blocks 64
+
 lab_log "raidline-initiator perf"
 ri perf -n "$nqn" --rw randread --qd 8 --bs 4k --time "$perf_time" | tee "$out/perf-randread.txt"
 ri perf -n "$nqn" --rw randwrite --qd 8 --bs 4k --time "$perf_time" --range 64m |
@@ -68,6 +77,25 @@ for f in "$out"/perf-*.txt; do
   grep -q "errors 0" "$f" || lab_fail "perf errors in $(basename "$f")"
   grep -qE "IOPS [1-9]" "$f" || lab_fail "no I/O completed in $(basename "$f")"
 done
+
+lab_log "asynchronous event: a namespace appears while raidline-initiator runs"
+lab_modules loop
+truncate -s 64M /tmp/ns2.img
+loopdev=$(losetup -f --show /tmp/ns2.img)
+sub=/sys/kernel/config/nvmet/subsystems/$nqn
+ri perf -n "$nqn" --rw randread --qd 2 --bs 4k --time 8 > "$out/perf-aen.txt" 2>&1 &
+pid=$!
+for _ in $(seq 150); do grep -q '^\[' "$out/perf-aen.txt" && break; sleep 0.2; done
+mkdir "$sub/namespaces/2"
+echo "$loopdev" > "$sub/namespaces/2/device_path"
+echo 1 > "$sub/namespaces/2/enable"
+wait "$pid" || { cat "$out/perf-aen.txt"; lab_fail "perf during the namespace change failed"; }
+grep -v '^\[' "$out/perf-aen.txt"
+grep -q "async event: notice info 0x00 ns attribute changed" "$out/perf-aen.txt" ||
+  lab_fail "no namespace-attribute-changed event reached raidline-initiator"
+echo 0 > "$sub/namespaces/2/enable"
+rmdir "$sub/namespaces/2"
+losetup -d "$loopdev"
 
 lab_log "cross-check with the kernel host: it must read what we wrote, and we what it wrote"
 nvme connect -t rdma -a "$LAB_IP" -s 4420 -n "$nqn" || lab_fail "nvme connect to $nqn"

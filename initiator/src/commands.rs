@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use raidline_fabric::Fabric;
+use raidline_proto::aen::AsyncEvent;
 use raidline_proto::identify::{sgls, ControllerType};
+use raidline_proto::io::DsmRange;
 use raidline_proto::log::{DiscoveryLog, Tsas};
 use raidline_proto::text::Nqn;
 
@@ -278,6 +280,83 @@ fn move_data<F: Fabric>(
         IoOp::Read => c.read(0, ns, lba, buf),
         IoOp::Write => c.write(0, ns, lba, buf),
     }
+}
+
+/// Write Zeroes over `blocks` blocks from `lba` (at most 65536 per command), optionally letting
+/// the controller deallocate them.
+pub fn write_zeroes<F: Fabric>(
+    c: &mut Controller<F>,
+    nsid: Nsid,
+    lba: Lba,
+    blocks: u64,
+    deallocate: bool,
+) -> Result<(), Error> {
+    let ns = c.namespace(nsid)?;
+    let mut at = lba.0;
+    let end = lba
+        .0
+        .checked_add(blocks)
+        .ok_or_else(|| Error::InvalidArgument(format!("LBA {lba}+{blocks}")))?;
+    while at < end {
+        let n = (end - at).min(0x1_0000) as u32;
+        c.write_zeroes(0, &ns, Lba(at), n, deallocate)?;
+        at += u64::from(n);
+    }
+    Ok(())
+}
+
+/// Dataset Management (deallocate) of `blocks` blocks from `lba`, in ranges of at most
+/// 2^32 − 1 blocks, 256 ranges per command.
+pub fn trim<F: Fabric>(
+    c: &mut Controller<F>,
+    nsid: Nsid,
+    lba: Lba,
+    blocks: u64,
+) -> Result<(), Error> {
+    let ns = c.namespace(nsid)?;
+    if blocks == 0 || lba.0.checked_add(blocks).map_or(true, |e| e > ns.blocks) {
+        return Err(Error::InvalidArgument(format!(
+            "LBA {lba}+{blocks} is not inside namespace {nsid} of {} blocks",
+            ns.blocks
+        )));
+    }
+    let mut ranges = Vec::new();
+    let mut at = lba.0;
+    while at < lba.0 + blocks {
+        let n = (lba.0 + blocks - at).min(u64::from(u32::MAX)) as u32;
+        ranges.push(DsmRange {
+            attributes: 0,
+            nlb: n,
+            slba: at,
+        });
+        at += u64::from(n);
+    }
+    for chunk in ranges.chunks(256) {
+        c.dataset_management(0, nsid, chunk, true)?;
+    }
+    Ok(())
+}
+
+/// One asynchronous event as a line of text.
+pub fn format_event(e: &AsyncEvent) -> String {
+    let what = match e.as_notice() {
+        Some(n) => n.name().map(|s| s.to_lowercase().replace('_', " ")),
+        None => None,
+    };
+    format!(
+        "async event: {} info {:#04x}{} (log page {:#04x}{})",
+        e.event_type
+            .name()
+            .map(|s| s.to_lowercase().replace('_', " "))
+            .unwrap_or_else(|| format!("type {:#x}", e.event_type.0)),
+        e.info,
+        what.map(|w| format!(" {w}")).unwrap_or_default(),
+        e.log_page.0,
+        e.log_page
+            .name()
+            .map(|s| format!(" {}", s.to_lowercase().replace('_', " ")))
+            .unwrap_or_default()
+    )
 }
 
 /// What `verify` found.

@@ -162,3 +162,35 @@ fn perf_command_reports_throughput_and_latency() {
         "{e}"
     );
 }
+
+#[test]
+fn write_zeroes_trim_and_event_text() {
+    let r = common::start(Script::default());
+    r.disk.lock().unwrap().fill(0xEE);
+    let t = target(&r);
+    commands::with_controller(r.host.clone(), t.addr, t.options(nqn(), 1, 8, 8192), |c| {
+        commands::write_zeroes(c, Nsid(1), Lba(10), 20, false)?;
+        commands::trim(c, Nsid(1), Lba(100), 5)
+    })
+    .unwrap();
+    let disk = r.disk.lock().unwrap().clone();
+    assert!(disk[10 * BLOCK..30 * BLOCK].iter().all(|&b| b == 0));
+    assert_eq!(disk[30 * BLOCK], 0xEE);
+    assert_eq!(disk[9 * BLOCK + 511], 0xEE);
+    assert!(disk[100 * BLOCK..105 * BLOCK].iter().all(|&b| b == 0));
+    let ranges = r.seen.dsm_ranges.lock().unwrap().clone();
+    assert_eq!((ranges[0].slba, ranges[0].nlb), (100, 5));
+    let e = commands::with_controller(r.host.clone(), t.addr, t.options(nqn(), 1, 8, 8192), |c| {
+        commands::trim(c, Nsid(1), Lba(2040), 9)
+    })
+    .unwrap_err();
+    assert!(
+        matches!(e, raidline_initiator::Error::InvalidArgument(_)),
+        "{e}"
+    );
+    let ev = raidline_proto::aen::AsyncEvent::from_dw0(0x0004_0002).unwrap();
+    assert_eq!(
+        commands::format_event(&ev),
+        "async event: notice info 0x00 ns attribute changed (log page 0x04 changed ns list)"
+    );
+}

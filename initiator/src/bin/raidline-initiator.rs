@@ -36,10 +36,15 @@ commands:
                                write FILE at LBA N (last block zero-padded)
   verify    -n NQN [--lba N] [--size BYTES | --blocks N] [--seed S]
                                write a seeded pattern, flush, read it back, list bad LBAs
+  write-zeroes -n NQN --lba N --blocks N
+                               Write Zeroes over the range
+  trim      -n NQN --lba N --blocks N
+                               Dataset Management, deallocate the range
   perf      -n NQN [--qd 32] [--bs 4k] [--rw randread] [--mix 70] [--time 10]
             [--queues 1] [--range BYTES] [--seed S]
                                load generator; --rw read|write|randread|randwrite|rw|randrw,
-                               --mix = read percentage for rw/randrw
+                               --mix = read percentage for rw/randrw; asynchronous
+                               events received meanwhile are printed
 
 options:
   -a, --addr IP          target address (required)
@@ -314,6 +319,21 @@ fn run(a: Args) -> Result<(), Failure> {
                 return Err(Failure::Failed("data mismatch".into()));
             }
         }
+        "write-zeroes" | "trim" => {
+            let blocks = a
+                .blocks
+                .ok_or_else(|| Failure::Usage(format!("{} needs --blocks", a.command)))?;
+            let o = t.options(nqn(&a)?, 1, 32, 128 * 1024);
+            let trim = a.command == "trim";
+            commands::with_controller(fabric, t.addr, o, |c| {
+                if trim {
+                    commands::trim(c, nsid, Lba(a.lba), blocks)
+                } else {
+                    commands::write_zeroes(c, nsid, Lba(a.lba), blocks, false)
+                }
+            })?;
+            println!("{}: {blocks} blocks from LBA {}", a.command, a.lba);
+        }
         "perf" => {
             let (random, read_percent) = match a.rw.as_str() {
                 "read" => (false, 100),
@@ -370,6 +390,10 @@ fn run(a: Args) -> Result<(), Failure> {
                     cfg.range_blocks = range / bsz;
                 }
                 let r = commands::perf(c, nsid, &cfg, &mut progress)?;
+                c.service()?;
+                for e in c.admin.take_events() {
+                    println!("{}", commands::format_event(&e));
+                }
                 Ok((r, c.io.len()))
             })?;
             let cpu = cpu0.zip(cpu_time()).map(|(a, b)| b.saturating_sub(a));
