@@ -3,8 +3,9 @@
 //! - [`algo`]: the [`CongestionControl`](algo::CongestionControl) trait (events in, a decision
 //!   out, a fixed-size per-flow state, named run-time parameters) and the algorithms `rtt-aimd`
 //!   (Raidline's default), `ctcc`, `swift`, `timely`, `dcqcn` and `fixed`.
-//! - [`pacer`] and [`probe`]: the runtime side shared by the live target and the simulator —
-//!   a token bucket with a window, and one-probe-in-flight RTT bookkeeping; neither reads a clock.
+//! - [`qp`], [`pacer`] and [`probe`]: the runtime side shared by the live target and the
+//!   simulator — a per-QP controller that applies an algorithm's decisions to a token bucket with
+//!   a window and to one-probe-in-flight RTT bookkeeping; none of them reads a clock.
 //! - [`sim`]: `raidline-ccsim`'s discrete-event, packet-level network simulator.
 //!
 //! Invariant across the crate: algorithms are pure functions of (parameters, state, now, event);
@@ -15,6 +16,7 @@ pub mod error;
 pub mod pacer;
 pub mod params;
 pub mod probe;
+pub mod qp;
 pub mod sim;
 pub mod units;
 

@@ -71,6 +71,11 @@ impl Prober {
         Some(seq)
     }
 
+    /// Whether [`Prober::poll_send`] would hand out a probe now.
+    pub fn ready_to_send(&self) -> bool {
+        self.wanted && self.outstanding.is_none()
+    }
+
     /// When the outstanding probe times out.
     pub fn deadline(&self) -> Option<Nanos> {
         self.outstanding.map(|o| o.deadline)

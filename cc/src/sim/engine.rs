@@ -25,9 +25,10 @@ use super::metrics::{Recorder, RunResult};
 use super::queue::EventQueue;
 use super::rng::SimRng;
 use super::scenario::{Scenario, Traffic};
-use crate::algo::{CongestionControl, Decision, Event, NackKind, RemoteStamps};
-use crate::pacer::{Pacer, Readiness};
-use crate::probe::{ProbeSeq, Prober};
+use crate::algo::{CongestionControl, Event, NackKind, RemoteStamps};
+use crate::pacer::Readiness;
+use crate::probe::ProbeSeq;
+use crate::qp::{Changes, QpConfig, QpController};
 use crate::units::{Nanos, Rate};
 
 const NO_LIMIT: u32 = u32::MAX;
@@ -89,12 +90,9 @@ struct Host {
 struct Flow<S> {
     host: u32,
     group: u16,
-    state: S,
-    decision: Decision,
-    pacer: Pacer,
-    prober: Prober,
+    /// The flow's controller; built at construction and rebuilt when the flow starts.
+    cc: QpController<S>,
     timer_gen: u32,
-    timer_at: Option<Nanos>,
     sched_at: Option<Nanos>,
     active: bool,
     payload: u32,
@@ -225,7 +223,7 @@ impl<A: CongestionControl> Sim<A> {
                                 Traffic::Long => (n.mtu, NO_LIMIT),
                                 _ => (g.message_bytes.min(n.mtu), 0),
                             };
-                            flows.push(Self::flow(h, gi, payload, limit, 0, n, line));
+                            flows.push(Self::flow(&algo, h, gi, payload, limit, 0, n, line));
                             if g.fairness {
                                 fair.push(f);
                             }
@@ -306,7 +304,20 @@ impl<A: CongestionControl> Sim<A> {
         }
     }
 
+    fn qp_config(n: &super::scenario::Network, line: Rate, payload: u32) -> QpConfig {
+        let packet = u64::from(payload + n.header_bytes);
+        QpConfig {
+            line_rate: line,
+            burst: u64::from(n.burst_bytes).max(packet),
+            initial: packet,
+            probe_timeout: Nanos::from_us_f64(n.probe_timeout_us),
+            max_probe_timeout: Nanos::from_us_f64(n.probe_timeout_us * 64.0),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn flow(
+        algo: &A,
         host: u32,
         group: u16,
         payload: u32,
@@ -318,20 +329,8 @@ impl<A: CongestionControl> Sim<A> {
         Flow {
             host,
             group,
-            state: A::State::default(),
-            decision: Decision {
-                rate: line,
-                window: None,
-                probe: false,
-                timer: None,
-            },
-            pacer: Pacer::new(Nanos::ZERO, line, u64::from(n.burst_bytes), 0),
-            prober: Prober::new(
-                Nanos::from_us_f64(n.probe_timeout_us),
-                Nanos::from_us_f64(n.probe_timeout_us * 64.0),
-            ),
+            cc: QpController::start(algo, Nanos::ZERO, &Self::qp_config(n, line, payload)),
             timer_gen: 0,
-            timer_at: None,
             sched_at: None,
             active: false,
             payload,
@@ -420,18 +419,18 @@ impl<A: CongestionControl> Sim<A> {
             Ev::AtSender { flow, ctrl } => self.at_sender(flow, ctrl),
             Ev::Pfc { host, pause } => self.pfc_frame(host, pause),
             Ev::FlowTimer { flow, gen } => {
-                let f = &mut self.flows[flow as usize];
-                if f.timer_gen == gen && f.timer_at.is_some() {
-                    f.timer_at = None;
-                    self.decide(flow, Event::Timer);
+                if self.flows[flow as usize].timer_gen == gen {
+                    let changes = self.flows[flow as usize]
+                        .cc
+                        .poll_timers(&self.algo, self.now);
+                    self.apply(flow, changes);
                 }
             }
             Ev::ProbeDeadline(flow) => {
-                let now = self.now;
-                if let Some(ev) = self.flows[flow as usize].prober.poll_timeout(now) {
-                    self.decide(flow, ev);
-                    self.send_probe_if_wanted(flow);
-                }
+                let changes = self.flows[flow as usize]
+                    .cc
+                    .poll_timers(&self.algo, self.now);
+                self.apply(flow, changes);
             }
             Ev::FlowStart(flow) => self.start_flow(flow),
             Ev::GroupStop(g) => {
@@ -456,10 +455,16 @@ impl<A: CongestionControl> Sim<A> {
         f.active = true;
         f.started = now;
         f.last_progress = now;
-        let packet = u64::from(f.payload + self.sc.network.header_bytes);
-        let burst = u64::from(self.sc.network.burst_bytes).max(packet);
-        f.pacer = Pacer::new(now, line, burst, packet);
-        self.decide(flow, Event::FlowStart { line_rate: line });
+        let cfg = Self::qp_config(&self.sc.network, line, f.payload);
+        f.cc = QpController::start(&self.algo, now, &cfg);
+        self.apply(
+            flow,
+            Changes {
+                schedule: false,
+                timer: true,
+                probe: true,
+            },
+        );
         self.reschedule(flow);
     }
 
@@ -491,7 +496,16 @@ impl<A: CongestionControl> Sim<A> {
         let n = &self.sc.network;
         let pkts = ((size / f64::from(n.mtu)).ceil() as u32).max(1);
         let f = self.flows.len() as u32;
-        let flow = Self::flow(host, group, n.mtu, pkts, size as u64, n, self.line);
+        let flow = Self::flow(
+            &self.algo,
+            host,
+            group,
+            n.mtu,
+            pkts,
+            size as u64,
+            n,
+            self.line,
+        );
         self.flows.push(flow);
         self.flows[f as usize].messages.push_back((pkts, self.now));
         self.start_flow(f);
@@ -503,16 +517,19 @@ impl<A: CongestionControl> Sim<A> {
 
     /// Deliver an event to the algorithm and apply its decision.
     fn decide(&mut self, flow: u32, ev: Event) {
+        let changes = self.flows[flow as usize]
+            .cc
+            .handle(&self.algo, self.now, ev);
+        self.apply(flow, changes);
+    }
+
+    /// React to what moved in a flow's controller: timer, probe, send schedule.
+    fn apply(&mut self, flow: u32, changes: Changes) {
         let now = self.now;
         let f = &mut self.flows[flow as usize];
-        let d = self.algo.on_event(&mut f.state, now, ev);
-        f.pacer.apply(now, &d);
-        let rate_changed = d.rate != f.decision.rate || d.window != f.decision.window;
-        f.decision = d;
-        if d.timer != f.timer_at {
+        if changes.timer {
             f.timer_gen = f.timer_gen.wrapping_add(1);
-            f.timer_at = d.timer;
-            if let Some(t) = d.timer {
+            if let Some(t) = f.cc.timer() {
                 self.q.push(
                     t.max(now),
                     Ev::FlowTimer {
@@ -522,25 +539,18 @@ impl<A: CongestionControl> Sim<A> {
                 );
             }
         }
-        if d.probe {
-            f.prober.request();
-            self.send_probe_if_wanted(flow);
-        }
-        if rate_changed && self.flows[flow as usize].sched_at.is_some() {
-            self.reschedule(flow);
-        }
-    }
-
-    fn send_probe_if_wanted(&mut self, flow: u32) {
-        let now = self.now;
-        let f = &mut self.flows[flow as usize];
-        if let Some(seq) = f.prober.poll_send(now) {
-            let h = f.host;
-            if let Some(dl) = f.prober.deadline() {
-                self.q.push(dl, Ev::ProbeDeadline(flow));
+        if changes.probe {
+            if let Some(seq) = f.cc.poll_probe(now) {
+                let h = f.host;
+                if let Some(dl) = f.cc.probe_deadline() {
+                    self.q.push(dl, Ev::ProbeDeadline(flow));
+                }
+                self.hosts[h as usize].probes.push_back((flow, seq));
+                self.wake(h, now);
             }
-            self.hosts[h as usize].probes.push_back((flow, seq));
-            self.wake(h, now);
+        }
+        if changes.schedule && self.flows[flow as usize].sched_at.is_some() {
+            self.reschedule(flow);
         }
     }
 
@@ -553,7 +563,7 @@ impl<A: CongestionControl> Sim<A> {
             f.sched_at = None;
             return;
         }
-        let at = match f.pacer.readiness(now, wire) {
+        let at = match f.cc.readiness(now, wire) {
             Readiness::Now => now,
             Readiness::At(t) => t,
             Readiness::WindowFull | Readiness::Stopped => {
@@ -626,14 +636,13 @@ impl<A: CongestionControl> Sim<A> {
                 if !f.active || f.next_seq >= f.limit {
                     continue;
                 }
-                match f.pacer.readiness(now, u64::from(wire)) {
+                match f.cc.readiness(now, u64::from(wire)) {
                     Readiness::Now => {
                         if f.acked == f.next_seq {
                             f.last_progress = now;
                         }
                         let seq = f.next_seq;
                         f.next_seq += 1;
-                        f.pacer.on_sent(now, u64::from(wire));
                         let payload = f.payload;
                         self.counters.data_sent += 1;
                         self.transmit(
@@ -646,12 +655,11 @@ impl<A: CongestionControl> Sim<A> {
                                 ecn: false,
                             },
                         );
-                        self.decide(
-                            flow,
-                            Event::Sent {
-                                bytes: u64::from(wire),
-                            },
-                        );
+                        let changes =
+                            self.flows[flow as usize]
+                                .cc
+                                .on_sent(&self.algo, now, u64::from(wire));
+                        self.apply(flow, changes);
                         self.reschedule(flow);
                         break;
                     }
@@ -882,7 +890,7 @@ impl<A: CongestionControl> Sim<A> {
                 f.acked = cum;
                 f.next_seq = f.next_seq.max(cum);
                 f.last_progress = now;
-                f.pacer.on_acked(u64::from(newly) * wire);
+                f.cc.on_acked(u64::from(newly) * wire);
                 if self.algo.wants_acks() {
                     let bytes = u64::from(newly) * u64::from(f.payload);
                     self.decide(
@@ -903,20 +911,19 @@ impl<A: CongestionControl> Sim<A> {
                 f.acked = expected;
                 f.next_seq = expected;
                 f.last_progress = now;
-                f.pacer.reset_in_flight();
+                f.cc.on_rewind();
                 self.decide(flow, Event::Nack(NackKind::OutOfSequence));
                 self.reschedule(flow);
             }
             Ctrl::Cnp => self.decide(flow, Event::Cnp),
             Ctrl::ProbeAnswer { seq, remote } => {
-                if let Some(ev) =
-                    self.flows[flow as usize]
-                        .prober
-                        .on_response(now, seq, Some(remote))
-                {
-                    self.decide(flow, ev);
-                }
-                self.send_probe_if_wanted(flow);
+                let changes = self.flows[flow as usize].cc.on_probe_answer(
+                    &self.algo,
+                    now,
+                    seq,
+                    Some(remote),
+                );
+                self.apply(flow, changes);
             }
         }
     }
@@ -929,7 +936,7 @@ impl<A: CongestionControl> Sim<A> {
             if f.acked < f.next_seq && now - f.last_progress >= rto {
                 f.next_seq = f.acked;
                 f.last_progress = now;
-                f.pacer.reset_in_flight();
+                f.cc.on_rewind();
                 self.counters.rto_fired += 1;
                 self.decide(flow, Event::Nack(NackKind::OutOfSequence));
                 self.reschedule(flow);
@@ -945,7 +952,7 @@ impl<A: CongestionControl> Sim<A> {
         let flows = &self.flows;
         self.rec.sample(now, |i| {
             let f = &flows[i as usize];
-            f.active.then(|| algo.current_rate(&f.state).bps())
+            f.active.then(|| f.cc.rate(algo).bps())
         });
         let step = Nanos::from_us_f64(self.sc.sample_us).max(Nanos(1));
         self.q.push(now + step, Ev::Sample);
