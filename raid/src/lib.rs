@@ -18,6 +18,39 @@
 //! healthy chunks land straight in them, and parity math reads them in place.
 //!
 //! `unsafe` lives only in [`sys`] (SIMD kernels, io_uring, ISA-L bindings for the bench).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use raidline_raid::*;
+//!
+//! # fn main() -> Result<(), RaidError> {
+//! // Four 1 MiB + 16-chunk members (in memory here; `FileMember::open` for real drives).
+//! let disks: Vec<MemMember> = (0..4).map(|i| MemMember::new(&format!("d{i}"), (1 << 20) + 16 * 65536)).collect();
+//! let members: Vec<Arc<dyn Member>> = disks.iter().map(|d| Arc::new(d.clone()) as Arc<dyn Member>).collect();
+//! let config = ArrayConfig { assume_clean: true, ..ArrayConfig::default() };
+//! let array = Array::create(members, vec![], &config, Arc::new(CpuXor::detect()))?;
+//! assert_eq!(array.geometry().capacity_bytes(), 3 * 16 * 65536);
+//!
+//! let mut exec = SyncExecutor; // a poller would use its own `UringExecutor`
+//! let data = vec![0xA5u8; 3 * 4096];
+//! array.write(&mut exec, ArrayBlock(5), &data)?;
+//! let mut back = vec![0u8; data.len()];
+//! array.read(&mut exec, ArrayBlock(5), &mut back)?;
+//! assert_eq!(back, data);
+//!
+//! // A spare arrives after a failure: it is taken and rebuilt online.
+//! array.stop()?;
+//! let survivors: Vec<Arc<dyn Member>> = disks[1..].iter().map(|d| Arc::new(d.clone()) as Arc<dyn Member>).collect();
+//! let array = Array::assemble(survivors, None, Arc::new(CpuXor::detect()))?.array;
+//! assert_eq!(array.degraded_roles(), vec![0]);
+//! array.add_spare(Arc::new(MemMember::new("spare", (1 << 20) + 16 * 65536)))?;
+//! let done = array.run_rebuild(&mut exec, &mut Throttle::new(Some(500 << 20)))?;
+//! assert!(done.is_some_and(|p| p.finished));
+//! array.read(&mut exec, ArrayBlock(5), &mut back)?;
+//! assert_eq!(back, data);
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod array;
 pub mod error;
