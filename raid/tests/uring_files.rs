@@ -391,3 +391,62 @@ fn raid_queue_over_io_uring_workers() {
     drop(q);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn five_twelve_byte_blocks_on_files() {
+    use raidline_raid::{AlignedBuf, BlockSize};
+    let dir = match test_dir("b512") {
+        Ok(d) => d,
+        Err(why) => return eprintln!("SKIP five_twelve_byte_blocks_on_files: {why}"),
+    };
+    let mut members: Vec<Arc<dyn Member>> = Vec::new();
+    for i in 0..3 {
+        let p = dir.join(format!("s{i}.img"));
+        let f = std::fs::File::create(&p).unwrap();
+        f.set_len(MIB + 16 * 8192).unwrap();
+        match FileMember::open(&p, 512) {
+            Ok(m) => members.push(Arc::new(m)),
+            Err(e) => return eprintln!("SKIP five_twelve_byte_blocks_on_files: {e}"),
+        }
+    }
+    // Probe: does the device under this filesystem take 512-byte direct I/O?
+    let probe = AlignedBuf::new(4096, 4096);
+    if let Err(e) = members[0].write_at(512, &probe[..512]) {
+        return eprintln!("SKIP five_twelve_byte_blocks_on_files: 512-byte O_DIRECT refused: {e}");
+    }
+    let mut exec = match UringExecutor::new(32) {
+        Ok(e) => e,
+        Err(e) => return eprintln!("SKIP five_twelve_byte_blocks_on_files: io_uring: {e}"),
+    };
+    let cfg = ArrayConfig {
+        chunk: ChunkSize::new(8192).unwrap(),
+        block: BlockSize::B512,
+        assume_clean: true,
+        ..ArrayConfig::default()
+    };
+    let array = Array::create(members, vec![], &cfg, Arc::new(CpuXor::detect())).unwrap();
+    let cap = array.geometry().capacity_bytes() as usize;
+    let mut model = vec![0u8; cap];
+    let mut buf = AlignedBuf::new(cap + 512, 4096);
+    for (i, (blk, n)) in [(0u64, 1usize), (3, 5), (15, 17), (40, 33), (7, 64)]
+        .into_iter()
+        .enumerate()
+    {
+        // Offset the buffer by 512 bytes: aligned for the device, not for 4 KiB.
+        let data = &mut buf[512..512 + n * 512];
+        pattern(i as u64 + 1, data);
+        array.write(&mut exec, ArrayBlock(blk), data).unwrap();
+        model[blk as usize * 512..][..n * 512].copy_from_slice(data);
+    }
+    let mut back = AlignedBuf::new(cap, 4096);
+    array.read(&mut exec, ArrayBlock(0), &mut back).unwrap();
+    assert!(back[..] == model[..]);
+    assert_eq!(
+        array
+            .scrub_step(&mut exec, u64::MAX, false)
+            .unwrap()
+            .mismatches,
+        0
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
