@@ -13,7 +13,7 @@
 //! Power loss is exercised healthy, degraded and mid-rebuild; while degraded the
 //! partial-parity log must close the RAID-5 write hole (assembly asserts it reports no
 //! exposure, and every block the interrupted write did not touch must read back).
-//! Cases: 96 (PROPTEST_CASES overrides).
+//! Cases: 256 (PROPTEST_CASES overrides).
 
 use std::sync::Arc;
 
@@ -398,7 +398,7 @@ impl World {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(96),
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256),
         ..ProptestConfig::default()
     })]
 
