@@ -8,8 +8,9 @@
 # verifies a seeded pattern (no mismatching LBA), round-trips a file with write/read, zeroes a
 # range (Write Zeroes) and trims it (DSM), runs perf (randread, randwrite, randrw on 2 queues;
 # no I/O error), receives the namespace-attribute AEN when a namespace is added under a running
-# perf, when the kernel's own nvme-rdma host reads back exactly what raidline-initiator wrote and
-# the other way round, and when the kernel target logged no keep-alive expiry or transport error.
+# perf and reads the Changed Namespace List naming it, when the kernel's own nvme-rdma host reads
+# back exactly what raidline-initiator wrote and the other way round, and when the kernel target
+# logged no keep-alive expiry or transport error.
 #
 # RAIDLINE_INITIATOR (passed with --env) overrides the binary (default build/release/...).
 set -euo pipefail
@@ -93,6 +94,8 @@ wait "$pid" || { cat "$out/perf-aen.txt"; lab_fail "perf during the namespace ch
 grep -v '^\[' "$out/perf-aen.txt"
 grep -q "async event: notice info 0x00 ns attribute changed" "$out/perf-aen.txt" ||
   lab_fail "no namespace-attribute-changed event reached raidline-initiator"
+grep -q "^changed namespaces: 2\$" "$out/perf-aen.txt" ||
+  lab_fail "the Changed Namespace List read after the event does not name namespace 2"
 echo 0 > "$sub/namespaces/2/enable"
 rmdir "$sub/namespaces/2"
 losetup -d "$loopdev"

@@ -15,7 +15,7 @@ use raidline_fabric::Fabric;
 use raidline_proto::aen::AsyncEvent;
 use raidline_proto::identify::{sgls, ControllerType};
 use raidline_proto::io::DsmRange;
-use raidline_proto::log::{DiscoveryLog, Tsas};
+use raidline_proto::log::{ChangedNsList, DiscoveryLog, Tsas};
 use raidline_proto::text::Nqn;
 
 use crate::controller::{Controller, ControllerOptions, Namespace};
@@ -357,6 +357,17 @@ pub fn format_event(e: &AsyncEvent) -> String {
             .map(|s| format!(" {}", s.to_lowercase().replace('_', " ")))
             .unwrap_or_default()
     )
+}
+
+/// A Changed Namespace List as a line of text.
+pub fn format_changed(l: &ChangedNsList) -> String {
+    match l {
+        ChangedNsList::Changed(ids) => {
+            let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
+            format!("changed namespaces: {}", ids.join(" "))
+        }
+        ChangedNsList::TooMany => "changed namespaces: more than 1024".into(),
+    }
 }
 
 /// What `verify` found.

@@ -28,7 +28,7 @@ use raidline_proto::identify::{
     IDENTIFY_DATA_LEN,
 };
 use raidline_proto::io::DsmRange;
-use raidline_proto::log::LogPageId;
+use raidline_proto::log::{ChangedNsList, LogPageId};
 use raidline_proto::text::Nqn;
 use raidline_proto::{SglDescriptor, Sqe, StatusCode};
 
@@ -115,6 +115,7 @@ pub struct Admin<F: Fabric> {
     ka_tag: Option<Tag>,
     aer_tag: Option<Tag>,
     events: Vec<AsyncEvent>,
+    logs_to_read: Vec<LogPageId>,
     keep_alives: u64,
 }
 
@@ -138,6 +139,11 @@ impl<F: Fabric> Admin<F> {
                 match f.result {
                     Ok(cqe) => {
                         let ev = AsyncEvent::from_dw0(cqe.dw0())?;
+                        // The event stays masked until its log page is read with RAE clear;
+                        // the controller's service reads the ones it knows.
+                        if ev.log_page == LogPageId::CHANGED_NS_LIST {
+                            self.logs_to_read.push(ev.log_page);
+                        }
                         self.events.push(ev);
                         self.post_aer()?;
                     }
@@ -223,6 +229,7 @@ pub struct Controller<F: Fabric> {
     pub admin: Admin<F>,
     /// The connected I/O queues (index 0 is qid 1).
     pub io: Vec<Queue<F>>,
+    changed_ns: Vec<ChangedNsList>,
 }
 
 fn null_sgl() -> SglDescriptor {
@@ -353,6 +360,7 @@ impl<F: Fabric> Controller<F> {
             ka_tag: None,
             aer_tag: None,
             events: Vec::new(),
+            logs_to_read: Vec::new(),
             keep_alives: 0,
         };
         enable(&mut admin.q, &cap)?;
@@ -370,6 +378,7 @@ impl<F: Fabric> Controller<F> {
             id: IdentifyController::default(),
             admin,
             io: Vec::new(),
+            changed_ns: Vec::new(),
         };
         ctrl.id = ctrl.identify_controller()?;
         ctrl.check_identity()?;
@@ -460,8 +469,25 @@ impl<F: Fabric> Controller<F> {
     }
 
     /// Keep-alive and AER servicing; call it at least every KATO/4 while the controller lives.
+    /// After a namespace-attribute event it reads the Changed Namespace List (RAE clear, which
+    /// unmasks the event, as Linux does); see [`Controller::take_changed_namespaces`].
     pub fn service(&mut self) -> Result<(), Error> {
-        self.admin.service()
+        self.admin.service()?;
+        for lid in std::mem::take(&mut self.admin.logs_to_read) {
+            let b = match self.get_log_page(lid, Nsid::ALL.0, 0, ChangedNsList::LEN) {
+                Ok(b) => b,
+                // A controller that cannot give the page: the event was still reported.
+                Err(Error::Nvme { .. }) => continue,
+                Err(e) => return Err(e),
+            };
+            self.changed_ns.push(ChangedNsList::parse(&b)?);
+        }
+        Ok(())
+    }
+
+    /// Changed Namespace Lists read after namespace-attribute events (drained).
+    pub fn take_changed_namespaces(&mut self) -> Vec<ChangedNsList> {
+        std::mem::take(&mut self.changed_ns)
     }
 
     /// Identify Controller (CNS 01h).

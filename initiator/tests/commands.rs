@@ -193,4 +193,13 @@ fn write_zeroes_trim_and_event_text() {
         commands::format_event(&ev),
         "async event: notice info 0x00 ns attribute changed (log page 0x04 changed ns list)"
     );
+    use raidline_proto::log::ChangedNsList;
+    assert_eq!(
+        commands::format_changed(&ChangedNsList::Changed(vec![2, 7])),
+        "changed namespaces: 2 7"
+    );
+    assert_eq!(
+        commands::format_changed(&ChangedNsList::TooMany),
+        "changed namespaces: more than 1024"
+    );
 }

@@ -437,6 +437,15 @@ fn keep_alive_goes_out_every_half_kato_and_aer_is_reposted() {
         std::thread::sleep(Duration::from_millis(1));
     }
     assert_eq!(events.len(), 1);
+    // The Changed Namespace List was read with RAE clear (unmasking the event), as Linux does.
+    assert_eq!(
+        c.take_changed_namespaces(),
+        vec![raidline_proto::log::ChangedNsList::Changed(vec![2])]
+    );
+    assert_eq!(
+        r.seen.changed_log_reads.lock().unwrap().clone(),
+        vec![(0xFFFF_FFFF, false)]
+    );
     assert_eq!(events[0].event_type, AsyncEventType::NOTICE);
     assert_eq!(
         events[0].as_notice(),

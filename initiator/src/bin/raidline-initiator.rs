@@ -394,6 +394,9 @@ fn run(a: Args) -> Result<(), Failure> {
                 for e in c.admin.take_events() {
                     println!("{}", commands::format_event(&e));
                 }
+                for l in c.take_changed_namespaces() {
+                    println!("{}", commands::format_changed(&l));
+                }
                 Ok((r, c.io.len()))
             })?;
             let cpu = cpu0.zip(cpu_time()).map(|(a, b)| b.saturating_sub(a));

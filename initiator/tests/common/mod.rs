@@ -31,7 +31,8 @@ use raidline_proto::identify::{
 };
 use raidline_proto::io::{DsmRange, IoCommand};
 use raidline_proto::log::{
-    AddressFamily, DiscoveryEntry, DiscoveryLog, DiscoverySubtype, LogPageId, TransportType, Tsas,
+    AddressFamily, ChangedNsList, DiscoveryEntry, DiscoveryLog, DiscoverySubtype, LogPageId,
+    TransportType, Tsas,
 };
 use raidline_proto::rdma_cm::{CmAccept, CmReject, CmRejectStatus, CmRequest};
 use raidline_proto::text::Nqn;
@@ -94,6 +95,8 @@ pub struct Seen {
     pub dsm_ranges: Mutex<Vec<DsmRange>>,
     /// Set Features (fid, cdw11).
     pub features: Mutex<Vec<(u8, u32)>>,
+    /// Changed Namespace List reads (nsid, RAE).
+    pub changed_log_reads: Mutex<Vec<(u32, bool)>>,
 }
 
 /// A running responder.
@@ -654,6 +657,21 @@ impl State {
             }
             0x02 => {
                 let g = GetLogPage::parse(sqe).unwrap();
+                if g.lid == LogPageId::CHANGED_NS_LIST {
+                    self.seen
+                        .changed_log_reads
+                        .lock()
+                        .unwrap()
+                        .push((g.nsid, g.rae));
+                    let page = ChangedNsList::from_ids([2]).to_bytes().unwrap();
+                    let mut out = vec![0u8; g.byte_len() as usize];
+                    let part = g.slice(&page).unwrap();
+                    out[..part.len()].copy_from_slice(part);
+                    if self.deliver(ci, g.sgl, &out) {
+                        self.conns[ci].respond(cid, ok(), 0);
+                    }
+                    return;
+                }
                 if g.lid != LogPageId::DISCOVERY {
                     return self.conns[ci].respond(
                         cid,
