@@ -398,6 +398,27 @@ impl Array {
         Ok(())
     }
 
+    /// Takes `role` out of service on the administrator's request (say, a drive reporting
+    /// SMART errors before it fails): marks it failed in the survivors' superblocks, after
+    /// which a hot spare (present or added later) is rebuilt in its place. Refused if another
+    /// role is already missing (that would stop the array).
+    pub fn set_faulty(&self, role: MemberIdx) -> Result<(), RaidError> {
+        let mut st = self.write_state();
+        if role.0 >= st.slots.len() {
+            return Err(RaidError::State("no such role"));
+        }
+        if st.slots[role.0].state != SlotState::Active {
+            return Err(RaidError::State("role is not active"));
+        }
+        if st.slots.iter().any(|s| s.state != SlotState::Active) {
+            return Err(RaidError::State(
+                "another role is already missing; RAID-5 survives one",
+            ));
+        }
+        self.fail_locked(&mut st, role.0, "set faulty by the administrator")?;
+        self.persist(&mut st)
+    }
+
     /// Marks `role` failed after `cause` on `member`, persisting that in the survivors'
     /// superblocks. Only acts if `member` still holds the role: an error reported late by a
     /// member that was already replaced (say, by a spare) must not fail its replacement.

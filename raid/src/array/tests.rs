@@ -707,3 +707,36 @@ fn dirty_degraded_without_log_is_refused_unless_forced() {
     let all = read_all(&asm.array).unwrap();
     assert!(all[stripe_blocks * 4096..] == model[stripe_blocks * 4096..]);
 }
+
+#[test]
+fn administrator_replaces_a_healthy_member_with_a_spare() {
+    let r = rig(4, 4096, 4096);
+    let mut model = vec![0u8; r.array.geometry().capacity_bytes() as usize];
+    exercise(&r, 71, 10, &mut model);
+    r.array
+        .add_spare(Arc::new(MemMember::new("spare", MIB + 16 * 4096)))
+        .unwrap();
+    assert!(r.array.set_faulty(MemberIdx(9)).is_err());
+    r.array.set_faulty(MemberIdx(2)).unwrap();
+    // The spare took the role at once.
+    assert_eq!(r.array.member_states()[2], SlotState::Rebuilding);
+    assert_eq!(r.array.spares(), 0);
+    assert!(
+        r.array.set_faulty(MemberIdx(1)).is_err(),
+        "a second one would stop the array"
+    );
+    exercise(&r, 72, 10, &mut model);
+    r.array
+        .run_rebuild(&mut SyncExecutor, &mut Throttle::new(None))
+        .unwrap();
+    assert!(r.array.degraded_roles().is_empty());
+    assert_eq!(read_all(&r.array).unwrap(), model);
+    // The replaced disk is refused by a later assembly: its role belongs to the spare now.
+    r.array.stop().unwrap();
+    let old = Array::assemble(clones(&r), None, Arc::new(CpuXor::detect()));
+    let refused: Vec<String> = match &old {
+        Ok(a) => a.refused.iter().map(ToString::to_string).collect(),
+        Err(e) => vec![e.to_string()],
+    };
+    assert!(refused.iter().any(|w| w.contains("m2")), "{refused:?}");
+}
