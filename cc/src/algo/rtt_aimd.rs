@@ -43,9 +43,12 @@ const GRADIENT: usize = 11;
 const HORIZON: usize = 12;
 const BASE_CAP_US: usize = 13;
 const MATCH_GAIN: usize = 14;
+const SLOW_START: usize = 15;
+const SS_GAIN: usize = 16;
+const SS_MARGIN_US: usize = 17;
 
 /// Published CTCC values (CC.md); Raidline's default overrides some of them in [`RttAimd::new`].
-static SPECS: [ParamSpec; 15] = [
+static SPECS: [ParamSpec; 18] = [
     ParamSpec {
         name: "offset_us",
         min: 0.0,
@@ -151,6 +154,27 @@ static SPECS: [ParamSpec; 15] = [
         default: 0.0,
         doc: "rate matching: before the AIMD step, rate /= 1 + g*slope, slope = (rtt - prev)/dt = (arrivals - capacity)/capacity",
     },
+    ParamSpec {
+        name: "slow_start",
+        min: 0.0,
+        max: 1.0,
+        default: 0.0,
+        doc: "1: from the start until the first RTT above base + ss_margin_us, probe every RTT and grow by ss_gain per RTT",
+    },
+    ParamSpec {
+        name: "ss_gain",
+        min: 0.0,
+        max: 10.0,
+        default: 1.0,
+        doc: "slow-start growth per RTT (1: doubling)",
+    },
+    ParamSpec {
+        name: "ss_margin_us",
+        min: 0.0,
+        max: 1000.0,
+        default: 2.0,
+        doc: "slow start ends at the first RTT more than this above base, us",
+    },
 ];
 
 /// Per-flow state (48 bytes).
@@ -165,6 +189,7 @@ pub struct State {
     bytes_since_probe: u32,
     stage: u16,
     have_prev: bool,
+    ss_done: bool,
 }
 
 /// The RTT-target AIMD algorithm (see the module header for the law).
@@ -234,6 +259,9 @@ impl RttAimd {
             }
         }
         let rtt_p = rtt_p.max(base);
+        if rtt_p - base > p.at(SS_MARGIN_US) * 1e3 {
+            s.ss_done = true;
+        }
         let target = self.target_ns(s);
         if rtt_p >= target && rtt_p > base {
             let cut = (p.at(BETA) * (rtt_p - target) / (rtt_p - base)).min(1.0);
@@ -241,8 +269,12 @@ impl RttAimd {
             s.stage = 0;
         } else {
             s.stage = (s.stage + 1).min(p.at(STAGE_MAX) as u16);
-            let step = (s.rate * p.at(INCR_CAP)).min(p.at(AI_MBPS) * 1e6 * f64::from(s.stage));
-            s.rate += step;
+            if self.in_slow_start(s) {
+                s.rate *= 1.0 + p.at(SS_GAIN);
+            } else {
+                let step = (s.rate * p.at(INCR_CAP)).min(p.at(AI_MBPS) * 1e6 * f64::from(s.stage));
+                s.rate += step;
+            }
         }
         s.rate = clamp_rate(s.rate, p.at(MIN_RATE_MBPS) * 1e6, s.line);
         if project {
@@ -250,6 +282,11 @@ impl RttAimd {
             s.have_prev = true;
             s.last_update = now.0;
         }
+    }
+
+    /// Slow start: on, and no RTT so far was more than `ss_margin_us` above base.
+    fn in_slow_start(&self, s: &State) -> bool {
+        self.params.at(SLOW_START) > 0.5 && !s.ss_done
     }
 
     fn decision(&self, s: &State, probe: bool) -> Decision {
@@ -334,6 +371,12 @@ impl CongestionControl for RttAimd {
             Event::Rtt { rtt, remote } => {
                 let net = rtt - remote.map_or(Nanos::ZERO, |r| r.turnaround());
                 self.update(s, now, net.0.max(1), true);
+                if self.in_slow_start(s) {
+                    // still on an idle path: keep one probe in flight so the rate grows every RTT
+                    s.last_probe_req = now.0;
+                    s.bytes_since_probe = 0;
+                    return self.decision(s, true);
+                }
             }
             Event::ProbeLost { waited } => {
                 if s.base != u64::MAX {
@@ -479,6 +522,35 @@ mod tests {
         let (mut s, _) = started(&c);
         c.on_event(&mut s, Nanos::from_us(100), rtt(110.0));
         assert_eq!(s.base, 110_000, "CTCC takes the first sample as base");
+    }
+
+    #[test]
+    fn slow_start_doubles_per_rtt_until_the_first_queued_sample() {
+        // on the CTCC parameters (no rate matching), so each step is the slow-start step alone
+        let mut a = RttAimd::ctcc();
+        a.params_mut().set("slow_start", 1.0).unwrap();
+        let (mut s, _) = started(&a);
+        let r0 = s.rate;
+        let d = a.on_event(&mut s, Nanos::from_us(5), rtt(5.0));
+        assert!(
+            close(s.rate, 2.0 * r0, 1e-9) && d.probe,
+            "doubled, next probe at once"
+        );
+        let d = a.on_event(&mut s, Nanos::from_us(11), rtt(6.0));
+        assert!(
+            close(s.rate, 4.0 * r0, 1e-9) && d.probe,
+            "1 us above base is still idle"
+        );
+        // 3 us above base ends slow start for good: back to the 3 % law
+        a.on_event(&mut s, Nanos::from_us(20), rtt(8.0));
+        assert!(!a.in_slow_start(&s));
+        let before = s.rate;
+        let d = a.on_event(&mut s, Nanos::from_us(40), rtt(5.0));
+        assert!(!d.probe);
+        assert!(
+            close(s.rate, before * 1.25, 1e-9),
+            "the CTCC step, not a doubling"
+        );
     }
 
     #[test]
