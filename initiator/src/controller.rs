@@ -116,6 +116,7 @@ pub struct Admin<F: Fabric> {
     aer_tag: Option<Tag>,
     events: Vec<AsyncEvent>,
     logs_to_read: Vec<LogPageId>,
+    malformed_events: u64,
     keep_alives: u64,
 }
 
@@ -138,13 +139,19 @@ impl<F: Fabric> Admin<F> {
                 self.aer_tag = None;
                 match f.result {
                     Ok(cqe) => {
-                        let ev = AsyncEvent::from_dw0(cqe.dw0())?;
-                        // The event stays masked until its log page is read with RAE clear;
-                        // the controller's service reads the ones it knows.
-                        if ev.log_page == LogPageId::CHANGED_NS_LIST {
-                            self.logs_to_read.push(ev.log_page);
+                        // An event with reserved bits set is dropped (and counted), not fatal:
+                        // the AER is posted again either way.
+                        match AsyncEvent::from_dw0(cqe.dw0()) {
+                            Ok(ev) => {
+                                // The event stays masked until its log page is read with RAE
+                                // clear; the controller's service reads the ones it knows.
+                                if ev.log_page == LogPageId::CHANGED_NS_LIST {
+                                    self.logs_to_read.push(ev.log_page);
+                                }
+                                self.events.push(ev);
+                            }
+                            Err(_) => self.malformed_events += 1,
                         }
-                        self.events.push(ev);
                         self.post_aer()?;
                     }
                     // The controller has no more AER slots or aborted it: stop asking.
@@ -207,6 +214,11 @@ impl<F: Fabric> Admin<F> {
     /// Asynchronous events received so far (drained).
     pub fn take_events(&mut self) -> Vec<AsyncEvent> {
         std::mem::take(&mut self.events)
+    }
+
+    /// AER completions whose DW0 did not parse (reserved bits or event types).
+    pub fn malformed_events(&self) -> u64 {
+        self.malformed_events
     }
 
     /// Keep Alives completed so far.
@@ -361,6 +373,7 @@ impl<F: Fabric> Controller<F> {
             aer_tag: None,
             events: Vec::new(),
             logs_to_read: Vec::new(),
+            malformed_events: 0,
             keep_alives: 0,
         };
         enable(&mut admin.q, &cap)?;

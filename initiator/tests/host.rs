@@ -457,6 +457,17 @@ fn keep_alive_goes_out_every_half_kato_and_aer_is_reposted() {
         std::thread::sleep(Duration::from_millis(1));
     }
     assert_eq!(r.seen.aers.load(Ordering::Relaxed), 2);
+
+    // A malformed event (reserved type 3) is counted and dropped; the AER is posted again.
+    *r.aen.lock().unwrap() = Some(0x0000_0003);
+    let end = Instant::now() + Duration::from_secs(2);
+    while r.seen.aers.load(Ordering::Relaxed) < 3 && Instant::now() < end {
+        c.service().unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(r.seen.aers.load(Ordering::Relaxed), 3);
+    assert_eq!(c.admin.malformed_events(), 1);
+    assert!(c.admin.take_events().is_empty());
 }
 
 #[test]
