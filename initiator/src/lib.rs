@@ -14,6 +14,31 @@
 //!
 //! Nothing here blocks without a deadline: every command but the AER times out, and a
 //! disconnect or a transport error fails every command in flight at once.
+//!
+//! An end-to-end test connects, writes and reads back like this (any fabric; here the
+//! in-memory one, with a target listening at `addr` on the same network):
+//!
+//! ```no_run
+//! use raidline_fabric::mem::MemNetwork;
+//! use raidline_initiator::{Controller, ControllerOptions, HostIdentity, Lba, Nsid};
+//! use raidline_proto::text::Nqn;
+//!
+//! # fn main() -> Result<(), raidline_initiator::Error> {
+//! let net = MemNetwork::new();
+//! let addr = "10.0.0.1:4420".parse().unwrap();
+//! let host = HostIdentity::from_uuid([7; 16]);
+//! let nqn = Nqn::new("nqn.2026-11.io.raidline:array0").unwrap();
+//! let mut c = Controller::connect(net.device("host0"), addr, ControllerOptions::new(host, nqn))?;
+//! let ns = c.namespace(Nsid(1))?;
+//! let data = vec![0xA5u8; 8 * ns.block_size as usize];
+//! c.write(0, &ns, Lba(0), &data)?;
+//! let mut back = vec![0u8; data.len()];
+//! c.read(0, &ns, Lba(0), &mut back)?;
+//! assert_eq!(back, data);
+//! c.shutdown()?;
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod commands;
 pub mod controller;
