@@ -449,13 +449,13 @@ pub fn perf<F: Fabric>(
     progress: &mut dyn FnMut(Duration, &Live),
 ) -> Result<PerfResult, Error> {
     let ns = c.namespace(nsid)?;
-    let mut qs = c.take_io_queues();
-    let Some(first) = qs.first() else {
+    let Some(first) = c.io.first() else {
         return Err(Error::Protocol(
             "the controller granted no I/O queue".into(),
         ));
     };
     validate(cfg, &ns, first.data_slot())?;
+    let mut qs = c.take_io_queues();
     let n = qs.len();
     let stop = AtomicBool::new(false);
     let live = Live::default();

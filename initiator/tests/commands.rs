@@ -161,6 +161,13 @@ fn perf_command_reports_throughput_and_latency() {
         matches!(e, raidline_initiator::Error::InvalidArgument(_)),
         "{e}"
     );
+    // A refused run leaves the queues with the controller.
+    let n = commands::with_controller(r.host.clone(), t.addr, t.options(nqn(), 1, 5, 4096), |c| {
+        assert!(commands::perf(c, Nsid(1), &big, &mut |_, _| {}).is_err());
+        Ok(c.io.len())
+    })
+    .unwrap();
+    assert_eq!(n, 1);
 }
 
 #[test]
