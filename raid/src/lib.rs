@@ -73,7 +73,7 @@ pub use io::{Executor, MemberOp, OpBuf, SyncExecutor};
 pub use member::{
     AlignedBuf, Fault, FaultHandle, FaultyMember, MemMember, Member, OpKind, PowerSwitch,
 };
-pub use parity::{CpuXor, ParityEngine, SimdLevel};
+pub use parity::{CpuXor, ParityEngine, SimdLevel, XorJob};
 pub use queue::{Completion, RaidQueue, Request, RequestKind};
 pub use superblock::Uuid;
 pub use sys::buf::{BufferArena, IoBuf};

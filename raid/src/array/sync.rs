@@ -23,6 +23,7 @@ use crate::error::RaidError;
 use crate::geometry::{MemberIdx, StripeIdx};
 use crate::io::{Executor, MemberOp};
 use crate::member::AlignedBuf;
+use crate::parity::XorJob;
 use crate::superblock::SlotState;
 
 use super::{Array, Inner};
@@ -328,9 +329,16 @@ impl Array {
                 self.give_scratch(bufs.into_iter().chain(outs));
                 continue;
             }
-            for (chunk, out) in bufs.chunks(n - 1).zip(outs.iter_mut()) {
-                let srcs: Vec<&[u8]> = chunk.iter().map(|b| &b[..cb]).collect();
-                self.parity.xor_gen(&srcs, &mut out[..cb])?;
+            {
+                let mut jobs: Vec<XorJob<'_>> = bufs
+                    .chunks(n - 1)
+                    .zip(outs.iter_mut())
+                    .map(|(chunk, out)| XorJob {
+                        srcs: chunk.iter().map(|b| &b[..cb]).collect(),
+                        dst: &mut out[..cb],
+                    })
+                    .collect();
+                self.parity.xor_batch(&mut jobs)?;
             }
             let failed = {
                 let mut ops: Vec<MemberOp<'_>> = stripes

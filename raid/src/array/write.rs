@@ -26,6 +26,7 @@ use crate::error::RaidError;
 use crate::geometry::{ArrayBlock, MemberIdx, StripeIdx};
 use crate::io::{Executor, MemberOp};
 use crate::member::AlignedBuf;
+use crate::parity::XorJob;
 use crate::superblock::{crc32c, SlotState};
 
 use super::ppl::{Entry, PplLayout, HEADER};
@@ -167,7 +168,11 @@ impl Array {
                 self.release(plans);
                 continue;
             }
-            for p in plans.iter_mut() {
+            self.compute_full_stripes(&mut plans)?;
+            for p in plans
+                .iter_mut()
+                .filter(|p| !(p.full && p.mode == Mode::Rcw && p.log.is_none()))
+            {
                 self.compute(p)?;
             }
             if let Some(l) = layout {
@@ -414,6 +419,30 @@ impl Array {
         }
         exec.execute(&mut ops);
         Ok(!self.fail_from(&mut ops)?)
+    }
+
+    /// Parity of every full-stripe plan of the round (no reads, no log) in one engine batch.
+    fn compute_full_stripes(&self, plans: &mut [Plan<'_>]) -> Result<(), RaidError> {
+        let cb = self.geo.chunk_bytes();
+        let mut jobs = Vec::new();
+        for p in plans
+            .iter_mut()
+            .filter(|p| p.full && p.mode == Mode::Rcw && p.log.is_none())
+        {
+            let Some(parity) = p.parity.as_mut() else {
+                continue;
+            };
+            let mut srcs: Vec<&[u8]> = p.writes.iter().map(|w| w.data).collect();
+            srcs.truncate(self.geo.data_members());
+            jobs.push(XorJob {
+                srcs,
+                dst: &mut parity[..cb],
+            });
+        }
+        if !jobs.is_empty() {
+            self.parity.xor_batch(&mut jobs)?;
+        }
+        Ok(())
     }
 
     /// Computes new parity (and, for `Reconstruct`, the missing chunk's old rows).
