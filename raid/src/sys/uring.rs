@@ -463,8 +463,58 @@ mod tests {
     use crate::MemberIdx;
 
     #[test]
+    fn batches_larger_than_the_ring_complete() {
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../build");
+        let dir = if dir.is_dir() {
+            dir
+        } else {
+            std::env::temp_dir()
+        };
+        let path = dir.join(format!("raidline-uring-ring-{}", std::process::id()));
+        std::fs::write(&path, vec![0u8; 64 * 4096]).unwrap();
+        let (Ok(m), Ok(mut ex)) = (FileMember::open(&path, 4096), UringExecutor::new(8)) else {
+            eprintln!(
+                "skip: O_DIRECT or io_uring unavailable in {}",
+                dir.display()
+            );
+            let _ = std::fs::remove_file(&path);
+            return;
+        };
+        let mut out = AlignedBuf::new(64 * 4096, 4096);
+        for (i, b) in out.chunks_mut(4096).enumerate() {
+            b.fill(i as u8 + 1);
+        }
+        // 64 writes through an 8-entry ring, then 64 reads.
+        let mut ops: Vec<MemberOp<'_>> = out
+            .chunks(4096)
+            .enumerate()
+            .map(|(i, b)| MemberOp::write(MemberIdx(0), &m, i as u64 * 4096, b))
+            .collect();
+        ex.execute(&mut ops);
+        assert!(ops.iter().all(|o| matches!(o.result, Some(Ok(())))));
+        drop(ops);
+        let mut back = AlignedBuf::new(64 * 4096, 4096);
+        let mut ops: Vec<MemberOp<'_>> = back
+            .chunks_mut(4096)
+            .enumerate()
+            .map(|(i, b)| MemberOp::read(MemberIdx(0), &m, i as u64 * 4096, b))
+            .collect();
+        ex.execute(&mut ops);
+        assert!(ops.iter().all(|o| matches!(o.result, Some(Ok(())))));
+        drop(ops);
+        assert!(back[..] == out[..]);
+        assert_eq!(ex.op_counts(), (0, 128));
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
     fn misaligned_and_out_of_range_ops_fail_without_reaching_the_kernel() {
-        let dir = std::env::temp_dir();
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../build");
+        let dir = if dir.is_dir() {
+            dir
+        } else {
+            std::env::temp_dir()
+        };
         let path = dir.join(format!("raidline-uring-unit-{}", std::process::id()));
         std::fs::write(&path, vec![0u8; 65536]).unwrap();
         let Ok(m) = FileMember::open(&path, 4096) else {
