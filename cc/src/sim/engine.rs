@@ -246,13 +246,14 @@ impl<A: CongestionControl> Sim<A> {
         }
         q.push(Nanos::ZERO, Ev::Sample);
         q.push(Nanos::ZERO, Ev::RtoSweep);
-        // convergence is measured after each start or stop of a group that counts in fairness
+        // convergence is measured from the moment the last flow of a fairness group has started
+        // (start + spread), and from the moment such a group stops
         let steps = sc
             .groups
             .iter()
             .filter(|g| g.fairness)
             .flat_map(|g| {
-                let mut v = vec![Nanos::from_secs_f64(g.start_ms * 1e-3)];
+                let mut v = vec![Nanos::from_secs_f64((g.start_ms + g.spread_ms) * 1e-3)];
                 if let Some(s) = g.stop_ms {
                     v.push(Nanos::from_secs_f64(s * 1e-3));
                 }

@@ -9,7 +9,8 @@
 //!   completions inside the measurement window.
 //! - Jain index `(Σx)²/(n·Σx²)` over the rates the algorithm holds for the active flows of the
 //!   groups marked `fairness`, sampled every `sample_us`; reported as the mean over the window.
-//! - convergence: after each step (a `fairness` group starting or stopping), the time until every later
+//! - convergence: after each step (the last flow of a `fairness` group has started, or the group
+//!   stopped), the time until every later
 //!   sample of that phase has Jain ≥ [`CONVERGED_JAIN`] and goodput (averaged over the trailing
 //!   [`GOODPUT_WINDOW`]) ≥ [`CONVERGED_UTIL`] of the line's payload rate; the largest over the
 //!   steps inside the run.
