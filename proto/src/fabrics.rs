@@ -268,7 +268,6 @@ impl ConnectResponse {
 
 mod property_field {
     use crate::bytes::Field;
-    pub const RESERVED_HEAD: Field = 24..40;
     pub const ATTRIB: usize = 40;
     pub const RESERVED_ATTRIB: Field = 41..44;
     pub const OFFSET: Field = 44..48;
@@ -351,7 +350,6 @@ impl PropertyGet {
     pub fn parse(sqe: &Sqe) -> Result<PropertyGet, ParseError> {
         expect(sqe, FabricsCommandType::PROPERTY_GET, Self::WHAT)?;
         let b = sqe.as_bytes();
-        check_zero(sqe, Self::WHAT, property_field::RESERVED_HEAD)?;
         check_zero(sqe, Self::WHAT, property_field::RESERVED_ATTRIB)?;
         check_zero(sqe, Self::WHAT, property_field::RESERVED_GET_TAIL)?;
         Ok(PropertyGet {
@@ -391,7 +389,6 @@ impl PropertySet {
     pub fn parse(sqe: &Sqe) -> Result<PropertySet, ParseError> {
         expect(sqe, FabricsCommandType::PROPERTY_SET, Self::WHAT)?;
         let b = sqe.as_bytes();
-        check_zero(sqe, Self::WHAT, property_field::RESERVED_HEAD)?;
         check_zero(sqe, Self::WHAT, property_field::RESERVED_ATTRIB)?;
         check_zero(sqe, Self::WHAT, property_field::RESERVED_SET_TAIL)?;
         Ok(PropertySet {

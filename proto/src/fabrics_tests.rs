@@ -161,6 +161,22 @@ fn property_get_and_set_layout() {
     assert!(cc.en);
     assert_eq!((cc.iosqes, cc.iocqes, cc.mps, cc.shn), (6, 4, 0, 0));
 
+    // The Linux host puts a null keyed SGL (identifier 0x40) into every command without data,
+    // property commands included (nvme_rdma_set_sg_null): it must be accepted.
+    raw[39] = 0x40;
+    assert!(PropertySet::parse(&Sqe::parse(&raw).unwrap()).is_ok());
+    assert!(PropertyGet::parse(&{
+        let mut g = PropertyGet {
+            cid: 1,
+            size: PropertySize::Eight,
+            offset: 0,
+        }
+        .to_sqe();
+        g.as_bytes_mut()[39] = 0x40;
+        g
+    })
+    .is_ok());
+    raw[39] = 0;
     raw[40] = 2; // reserved size
     assert!(matches!(
         PropertySet::parse(&Sqe::parse(&raw).unwrap()),
