@@ -1,0 +1,1 @@
+../../../initiator/lab/40-initiator-vs-kernel.sh
