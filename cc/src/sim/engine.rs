@@ -1,8 +1,8 @@
 //! The discrete-event, packet-level engine: sender NICs, one shared-buffer switch, the receiver.
 //!
 //! Model (stated in `cc/README.md` too):
-//! - Forward path: sender NIC (serialises at line rate, paces each flow with [`Pacer`], probes
-//!   first) → link (propagation delay) → switch ingress → the receiver's egress FIFO (ECN marking
+//! - Forward path: sender NIC (serialises at line rate, paces each flow with its
+//!   [`QpController`], probes first) → link (propagation delay) → switch ingress → the receiver's egress FIFO (ECN marking
 //!   on enqueue, drop when the shared buffer is full, PFC by dynamic threshold per ingress port)
 //!   → link → receiver NIC. Serialisation is tracked in picoseconds so rates are exact.
 //! - Reverse path (ACK per packet, NACK, CNP, probe answer, PFC frames): a fixed delay of two
@@ -12,7 +12,7 @@
 //!   the sender rewinds on a NACK or after `rto_us` without progress; both are reported to the
 //!   algorithm as an out-of-sequence NACK.
 //! - Probes: `probe_bytes` on the wire, through the same queues as data; the receiver answers at
-//!   once with its receive/send timestamps; [`Prober`] keeps one in flight per flow.
+//!   once with its receive/send timestamps; the flow's [`QpController`] keeps one in flight.
 //!
 //! Invariant (checked by [`Sim::audit`]): every data packet created is, at any time, exactly one
 //! of delivered in order, discarded by the receiver (out of order or duplicate), dropped by the
@@ -102,7 +102,6 @@ struct Flow<S> {
     last_progress: Nanos,
     messages: VecDeque<(u32, Nanos)>,
     size_bytes: u64,
-    started: Nanos,
     // receiver side
     expected: u32,
     nacked: bool,
@@ -341,7 +340,6 @@ impl<A: CongestionControl> Sim<A> {
             last_progress: Nanos::ZERO,
             messages: VecDeque::new(),
             size_bytes: size,
-            started: Nanos::ZERO,
             expected: 0,
             nacked: false,
             last_cnp: None,
@@ -454,7 +452,6 @@ impl<A: CongestionControl> Sim<A> {
         let line = self.line;
         let f = &mut self.flows[flow as usize];
         f.active = true;
-        f.started = now;
         f.last_progress = now;
         let cfg = Self::qp_config(&self.sc.network, line, f.payload);
         f.cc = QpController::start(&self.algo, now, &cfg);

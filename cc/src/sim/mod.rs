@@ -1,5 +1,5 @@
 //! `raidline-ccsim`: a seeded, deterministic, discrete-event, packet-level simulator that runs
-//! the same [`CongestionControl`](crate::algo::CongestionControl) code as the live pacer.
+//! the same [`CongestionControl`] code as the live pacer.
 //!
 //! [`Scenario`] describes the network and traffic; [`run`] simulates one [`RunSpec`] of it and
 //! returns a [`RunResult`]; [`metrics::markdown_table`] and [`plot`] turn results into a table
