@@ -16,7 +16,12 @@ mount -t sysfs sysfs /sys
 mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /dev/shm
-mount -t tmpfs -o mode=1777 tmpfs /tmp
+# A fresh /tmp, unless the repository itself lives under /tmp (a CI checkout may): then the host's
+# /tmp stays visible through the overlay, whose tmpfs upper layer already takes every write.
+case "$0" in
+  /tmp/*) ;;
+  *) mount -t tmpfs -o mode=1777 tmpfs /tmp ;;
+esac
 mount -t tmpfs -o mode=0755 tmpfs /run
 mkdir -p /run/lock /var/tmp
 [ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
