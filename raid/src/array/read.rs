@@ -122,8 +122,15 @@ impl Array {
         segs: &mut [(Segment, &mut [u8])],
     ) -> Result<Outcome, RaidError> {
         let _guard = self.locks.lock(segs.iter().map(|(s, _)| s.at.stripe));
-        // Re-check under the lock: the state may have moved on.
+        // Re-check under the lock: the state may have moved on (a rebuild finished, another
+        // member failed). If a segment's own member is usable now, replan from scratch.
         let view = self.view()?;
+        if segs
+            .iter()
+            .any(|(s, _)| view.usable(s.at.member.0, s.at.stripe))
+        {
+            return Ok(Outcome::Retry);
+        }
         let n = self.geo.members();
         let mut scratch: Vec<Vec<AlignedBuf>> = Vec::with_capacity(segs.len());
         let mut ok = true;
