@@ -15,7 +15,9 @@
 //! - rate matching (`match_gain` g > 0, off in CTCC): before the step above, with
 //!   `slope = (rtt − rtt_prev)/dt` — the queue's growth rate, i.e. (arrivals − capacity)/capacity —
 //!   `rate /= 1 + g·slope` (slope clamped to [−0.5, 2]). At large fan-in a flow acts only every few
-//!   milliseconds; this lets each action remove the flow's share of the measured overload.
+//!   milliseconds; this lets each action remove the flow's share of the measured overload;
+//! - optional slow start (`slow_start` = 1, off by default): until the first RTT more than
+//!   `ss_margin_us` above base, probe every RTT and multiply the rate by `1 + ss_gain` per RTT.
 //!
 //! Probes are asked for every `probe_bytes` sent and, when `probe_interval_us` > 0, also when
 //! that long has passed since the last request (checked on each send). The rate always stays in
