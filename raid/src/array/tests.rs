@@ -759,7 +759,12 @@ fn concurrent_io_with_failures_rebuilds_and_scrubs() {
                     let victim = ((seed + round) % 5) as usize;
                     // Find the wrapper still serving that role: after a rebuild the spare
                     // serves it, so fail a different original member instead.
-                    faults[victim].inject(Fault::Vanished);
+                    if round == 0 {
+                        faults[victim].inject(Fault::Vanished);
+                    } else {
+                        // Fails in the middle of whatever the writers are doing.
+                        faults[victim].inject(Fault::FailAfter { ops: 5 + seed * 7 });
+                    }
                     let mut buf = vec![0u8; 512];
                     let _ = a.read(&mut SyncExecutor, ArrayBlock(0), &mut buf);
                     a.add_spare(Arc::new(MemMember::new("spare", MIB + 16 * 4096)))
@@ -808,7 +813,17 @@ fn concurrent_io_with_failures_rebuilds_and_scrubs() {
             assert_eq!(chaos.join().unwrap(), 2);
             writers.into_iter().map(|w| w.join().unwrap()).collect()
         });
-        let all = read_all(&r.array).unwrap();
+        // The armed member may fail only now (the next reads touch it); finish any rebuild.
+        let mut all = read_all(&r.array).unwrap();
+        for _ in 0..3 {
+            r.array
+                .run_rebuild(&mut SyncExecutor, &mut Throttle::new(None))
+                .unwrap();
+            all = read_all(&r.array).unwrap();
+            if r.array.degraded_roles().is_empty() {
+                break;
+            }
+        }
         for (lo, mine) in finals {
             let o = lo as usize * bs;
             assert!(
