@@ -119,7 +119,7 @@ pub struct Counters {
     pub data_discarded: u64,
     /// Data packets the switch dropped (buffer full).
     pub data_dropped: u64,
-    /// Probes sent / answered / dropped.
+    /// Probes put on a wire.
     pub probes_sent: u64,
     /// Probes answered by the receiver.
     pub probes_answered: u64,
@@ -812,7 +812,7 @@ impl<A: CongestionControl> Sim<A> {
                     f.expected += 1;
                     f.nacked = false;
                     self.counters.data_delivered += 1;
-                    self.rec.delivered(now, p.flow, u64::from(payload));
+                    self.rec.delivered(now, u64::from(payload));
                     while f.messages.front().is_some_and(|m| m.0 <= f.expected) {
                         if let Some((_, at)) = f.messages.pop_front() {
                             let bytes = if f.size_bytes > 0 {

@@ -175,7 +175,7 @@ impl Recorder {
     }
 
     /// Payload delivered in order.
-    pub fn delivered(&mut self, now: Nanos, _flow: u32, payload: u64) {
+    pub fn delivered(&mut self, now: Nanos, payload: u64) {
         self.delivered_interval += payload;
         if now >= self.measure_from {
             self.delivered_window += payload;
