@@ -919,7 +919,7 @@ fn power_cut_under_concurrent_writers_healthy_and_degraded() {
             for (b, ok) in allowed {
                 let now = &got[b as usize * bs..(b as usize + 1) * bs];
                 assert!(
-                    ok.iter().any(|v| *v == now),
+                    ok.contains(&now),
                     "seed {seed} degraded={degraded}: block {b} holds no written version"
                 );
             }
@@ -928,7 +928,7 @@ fn power_cut_under_concurrent_writers_healthy_and_degraded() {
         let written: std::collections::HashSet<u64> = logs
             .iter()
             .flatten()
-            .flat_map(|(s, d, _)| (*s..*s + (d.len() / bs) as u64))
+            .flat_map(|(s, d, _)| *s..*s + (d.len() / bs) as u64)
             .collect();
         for b in 0..cap {
             if !written.contains(&b) {
