@@ -776,6 +776,7 @@ fn concurrent_io_with_failures_rebuilds_and_scrubs() {
                         std::thread::yield_now();
                     }
                     let _ = a.scrub_step(&mut SyncExecutor, 4, false).unwrap();
+                    a.clear_bitmap().unwrap();
                     rounds += 1;
                 }
                 stop.store(true, std::sync::atomic::Ordering::SeqCst);
