@@ -319,28 +319,44 @@ impl UringExecutor {
         };
         e.user_data(i as u64)
     }
+}
 
-    /// Waits for at least `want` completions, retrying interrupted waits. Aborts the process
-    /// if the kernel refuses to wait: returning would free buffers still in flight.
-    fn wait(&mut self, want: usize) {
-        loop {
-            match self.ring.submit_and_wait(want) {
-                Ok(_) => return,
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
-                    ) =>
-                {
-                    continue
-                }
-                Err(e) => {
-                    eprintln!(
-                        "raidline-raid: io_uring wait failed with I/O in flight: {e}; aborting"
-                    );
-                    std::process::abort();
-                }
+/// Submits pending entries and waits for at least `want` completions, retrying interrupted
+/// waits. Aborts the process if the kernel refuses to wait: returning would let the caller
+/// free buffers still in flight.
+fn wait_for(ring: &mut IoUring, want: usize) {
+    loop {
+        match ring.submit_and_wait(want) {
+            Ok(_) => return,
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
+                ) =>
+            {
+                continue
             }
+            Err(e) => {
+                eprintln!("raidline-raid: io_uring wait failed with I/O in flight: {e}; aborting");
+                std::process::abort();
+            }
+        }
+    }
+}
+
+/// Counts submitted-but-unreaped entries; if dropped with any left (only when unwinding from
+/// a panic inside `execute`), waits for all of them before the borrowed buffers can be freed.
+struct InFlight<'r> {
+    ring: &'r mut IoUring,
+    count: usize,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        while self.count > 0 {
+            wait_for(self.ring, 1);
+            let reaped = self.ring.completion().count();
+            self.count = self.count.saturating_sub(reaped);
         }
     }
 }
@@ -368,7 +384,7 @@ impl Executor for UringExecutor {
                 op.result = Some(Err(e));
                 continue;
             }
-            let a = op.member.alignment() as u64;
+            let a = op.member.alignment().max(1) as u64;
             if op.offset % a != 0
                 || !(ptr as u64).is_multiple_of(a)
                 || !(len as u64).is_multiple_of(a)
@@ -394,13 +410,19 @@ impl Executor for UringExecutor {
             }
             queue.push(i);
         }
-        let mut in_flight = 0usize;
+        let mut flight = InFlight {
+            ring: &mut self.ring,
+            count: 0,
+        };
         let mut next = 0usize;
-        while next < queue.len() || in_flight > 0 {
+        while next < queue.len() || flight.count > 0 {
             // Fill the submission queue.
             while next < queue.len() {
                 let i = queue[next];
                 let Some(fd) = ops[i].member.direct_fd().map(|f| f.as_raw_fd()) else {
+                    ops[i].result = Some(Err(MemberError::Vanished {
+                        member: ops[i].member.name().to_string(),
+                    }));
                     next += 1;
                     continue;
                 };
@@ -408,25 +430,27 @@ impl Executor for UringExecutor {
                 // SAFETY: the entry's buffer is a sub-slice of `ops[i].buf`, borrowed by this
                 // call, and its fd belongs to `ops[i].member`, also borrowed; this function
                 // does not return until the entry's completion is reaped (loop condition
-                // `in_flight > 0`, and `wait` never gives up), so both outlive the operation.
-                let pushed = unsafe { self.ring.submission().push(&entry) };
+                // `flight.count > 0`, `wait_for` never gives up, and on a panic `InFlight`'s
+                // drop waits for it), so both outlive the operation.
+                let pushed = unsafe { flight.ring.submission().push(&entry) };
                 if pushed.is_err() {
                     break;
                 }
-                in_flight += 1;
+                flight.count += 1;
                 next += 1;
             }
-            if in_flight == 0 {
+            if flight.count == 0 {
                 continue;
             }
-            self.wait(1);
-            let cqes: Vec<(usize, i32)> = self
+            wait_for(flight.ring, 1);
+            let cqes: Vec<(usize, i32)> = flight
                 .ring
                 .completion()
                 .map(|c| (c.user_data() as usize, c.result()))
                 .collect();
+            // Reaped: no longer in flight, whatever happens while handling them.
+            flight.count -= cqes.len();
             for (i, res) in cqes {
-                in_flight -= 1;
                 let Some(op) = ops.get_mut(i) else { continue };
                 let len = op.buf.len();
                 if res < 0 {
