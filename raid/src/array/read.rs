@@ -7,7 +7,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::error::RaidError;
+use crate::error::{MemberError, RaidError};
 use crate::geometry::{ArrayBlock, MemberIdx, Segment};
 use crate::io::{Executor, MemberOp};
 use crate::member::AlignedBuf;
@@ -108,9 +108,23 @@ impl Array {
     pub(crate) fn fail_from(&self, ops: &mut [MemberOp<'_>]) -> Result<bool, RaidError> {
         let mut any = false;
         for op in ops.iter_mut() {
-            if let Some(Err(e)) = op.result.take() {
-                any = true;
-                self.fail_member(op.role, op.member, &e)?;
+            match op.result.take() {
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    any = true;
+                    self.fail_member(op.role, op.member, &e)?;
+                }
+                // An executor that left an operation unanswered did not do it: never
+                // count that as success.
+                None => {
+                    any = true;
+                    let e = MemberError::Io {
+                        member: op.member.name().to_string(),
+                        offset: op.offset,
+                        source: std::io::Error::other("executor returned without running it"),
+                    };
+                    self.fail_member(op.role, op.member, &e)?;
+                }
             }
         }
         Ok(any)

@@ -11,7 +11,8 @@
 //! - **buffer lifetime**: `execute` borrows every operation's buffer for the whole call and
 //!   does not return while any submitted entry is still in flight (it keeps waiting; if the
 //!   kernel refuses to let it wait, the process aborts rather than free memory the kernel may
-//!   still write). So each SQE's pointer stays valid until its CQE is reaped;
+//!   still write; if the call unwinds from a panic, the `InFlight` guard waits for every
+//!   submitted entry first). So each SQE's pointer stays valid until its CQE is reaped;
 //! - **registered memory**: `register_buffers` is `unsafe`; its caller promises the regions
 //!   stay allocated until the executor is dropped or `unregister_buffers` is called. A fixed
 //!   operation is only issued when its whole buffer lies inside one registered region;
