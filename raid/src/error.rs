@@ -298,3 +298,69 @@ pub enum RaidError {
     #[error("{0}")]
     State(&'static str),
 }
+
+/// Coarse class of a [`RaidError`], for the one place in the target that maps errors to
+/// NVMe status (out of range / invalid field, unrecovered read or write fault, internal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// The request itself is wrong (range, size, alignment): the host's mistake, retrying
+    /// will not help.
+    InvalidRequest,
+    /// The data cannot be read or written (array failed, member lost during a rebuild):
+    /// report a media/device error.
+    Unavailable,
+    /// A bug or an impossible state inside the engine.
+    Internal,
+}
+
+impl RaidError {
+    /// The class of this error.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            RaidError::Geometry(_)
+            | RaidError::BufferSize { .. }
+            | RaidError::Misaligned { .. } => ErrorClass::InvalidRequest,
+            RaidError::ArrayFailed { .. }
+            | RaidError::Member { .. }
+            | RaidError::MemberTooSmall { .. }
+            | RaidError::Assemble { .. } => ErrorClass::Unavailable,
+            RaidError::Parity(_) | RaidError::Superblock(_) | RaidError::State(_) => {
+                ErrorClass::Internal
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_and_messages_name_what_and_which() {
+        let oor = RaidError::Geometry(GeometryError::OutOfRange {
+            start: 10,
+            blocks: 2,
+            capacity: 11,
+        });
+        assert_eq!(oor.class(), ErrorClass::InvalidRequest);
+        assert!(oor.to_string().contains("capacity of 11"));
+        let dead = RaidError::ArrayFailed {
+            failed: vec![1, 3],
+            cause: "d3: device vanished".into(),
+        };
+        assert_eq!(dead.class(), ErrorClass::Unavailable);
+        assert!(dead.to_string().contains("[1, 3]") && dead.to_string().contains("d3"));
+        assert_eq!(RaidError::State("x").class(), ErrorClass::Internal);
+        let refused = Refused {
+            member: "/dev/nvme2n1".into(),
+            reason: RefuseReason::Stale {
+                events: 4,
+                current: 9,
+            },
+        };
+        assert_eq!(
+            refused.to_string(),
+            "member /dev/nvme2n1 refused: stale: event count 4 < current 9"
+        );
+    }
+}

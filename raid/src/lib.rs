@@ -66,7 +66,8 @@ pub use array::{
     Array, ArrayConfig, ArrayStats, AssembleOptions, Assembled, SyncKind, SyncProgress, Throttle,
 };
 pub use error::{
-    GeometryError, MemberError, ParityError, RaidError, RefuseReason, Refused, SuperblockError,
+    ErrorClass, GeometryError, MemberError, ParityError, RaidError, RefuseReason, Refused,
+    SuperblockError,
 };
 pub use geometry::{ArrayBlock, BlockSize, ChunkSize, Geometry, MemberBlock, MemberIdx, StripeIdx};
 pub use io::{Executor, MemberOp, OpBuf, SyncExecutor};
