@@ -95,6 +95,22 @@ impl<'a> MemberOp<'a> {
 pub trait Executor {
     /// Runs every operation and sets its `result`. Returns only when none is in flight.
     fn execute(&mut self, ops: &mut [MemberOp<'_>]);
+
+    /// Runs `first` and, while it is in flight where the executor can overlap them, the CPU
+    /// work in `then`, whose returned operations join the batch (the array submits data
+    /// writes, then computes parity while they run). Returns `then`'s operations with their
+    /// results; returns only when nothing is in flight. The default runs `first`, then
+    /// `then`, then its operations.
+    fn execute_then<'a>(
+        &mut self,
+        first: &mut [MemberOp<'a>],
+        then: &mut dyn FnMut() -> Vec<MemberOp<'a>>,
+    ) -> Vec<MemberOp<'a>> {
+        self.execute(first);
+        let mut more = then();
+        self.execute(&mut more);
+        more
+    }
 }
 
 /// Runs operations one after another on the calling thread.

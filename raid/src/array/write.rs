@@ -12,8 +12,11 @@
 //!   rebuild its old rows, then RCW (its new rows live on only through parity).
 //!
 //! Stripes are processed in rounds of up to [`ROUND_STRIPES`]: lock the round's stripes, mark
-//! the bitmap, one batch of reads, parity, one batch of writes, unlock. New data is written
-//! from the caller's buffer and XORed in place; only parity and old rows use scratch.
+//! the bitmap, one batch of reads, then the writes: the data writes go out first and parity
+//! is computed while they run (`Executor::execute_then`), its writes joining the batch — or,
+//! when the round is logged (degraded), parity and partial parity first, the log, then all
+//! writes. New data is written from the caller's buffer and XORed in place; only parity and
+//! old rows use scratch.
 //!
 //! Failures: a failed read marks the member failed and replans the round (the stripes stay
 //! locked). A failed write marks the member failed and the write still succeeds: parity was
@@ -168,20 +171,18 @@ impl Array {
                 self.release(plans);
                 continue;
             }
-            self.compute_full_stripes(&mut plans)?;
-            for p in plans
-                .iter_mut()
-                .filter(|p| !(p.full && p.mode == Mode::Rcw && p.log.is_none()))
-            {
-                self.compute(p)?;
-            }
-            if let Some(l) = layout {
-                if !self.log_phase(exec, &view, &mut plans, &l)? {
-                    self.release(plans);
-                    continue;
+            let result = match layout {
+                Some(l) => {
+                    // The log needs the partial parity before any data write starts.
+                    self.compute_all(&mut plans)?;
+                    if !self.log_phase(exec, &view, &mut plans, &l)? {
+                        self.release(plans);
+                        continue;
+                    }
+                    self.write_phase(exec, &view, &plans)
                 }
-            }
-            let result = self.write_phase(exec, &view, &plans);
+                None => self.write_overlapped(exec, &view, &mut plans),
+            };
             for p in &plans {
                 let c = &self.counters;
                 let counter = match (p.full, p.mode) {
@@ -544,14 +545,57 @@ impl Array {
         Ok(())
     }
 
-    /// Issues every plan's writes in one batch.
+    /// Issues every plan's writes (data and parity) in one batch.
     fn write_phase<E: Executor + ?Sized>(
         &self,
         exec: &mut E,
         view: &View,
         plans: &[Plan<'_>],
     ) -> Result<(), RaidError> {
-        let bs = self.geo.block_bytes();
+        let mut ops = self.data_ops(view, plans);
+        ops.extend(self.parity_ops(view, plans));
+        exec.execute(&mut ops);
+        self.fail_from(&mut ops)?;
+        Ok(())
+    }
+
+    /// Without a log to write first: the data writes go out at once, parity is computed
+    /// while they run, and the parity writes join the same batch.
+    fn write_overlapped<'d, E: Executor + ?Sized>(
+        &self,
+        exec: &mut E,
+        view: &View,
+        plans: &mut [Plan<'d>],
+    ) -> Result<(), RaidError> {
+        let mut data = self.data_ops(view, plans);
+        let mut failure: Option<RaidError> = None;
+        let mut slot = Some(plans);
+        let mut parity = {
+            let mut then = || {
+                let Some(plans) = slot.take() else {
+                    return Vec::new();
+                };
+                if let Err(e) = self.compute_all(plans) {
+                    // An engine bug: the data writes went out without parity. The stripes'
+                    // bitmap regions stay dirty until the next clear; scrub repairs them.
+                    failure = Some(e);
+                    return Vec::new();
+                }
+                let plans: &[Plan<'d>] = plans;
+                self.parity_ops(view, plans)
+            };
+            exec.execute_then(&mut data, &mut then)
+        };
+        self.fail_from(&mut data)?;
+        self.fail_from(&mut parity)?;
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes of the new data straight from the caller's buffers (no borrow of the plans).
+    fn data_ops<'a, 'd: 'a>(&self, view: &'a View, plans: &[Plan<'d>]) -> Vec<MemberOp<'a>> {
         let mut ops = Vec::new();
         for p in plans {
             let base = self.geo.stripe_member_block(p.stripe).0;
@@ -561,14 +605,25 @@ impl Array {
                     continue;
                 }
                 if let Some(m) = view.member(role.0) {
+                    let data: &'d [u8] = w.data;
                     ops.push(MemberOp::write(
                         role,
                         m,
                         self.member_offset(base + w.start),
-                        w.data,
+                        data,
                     ));
                 }
             }
+        }
+        ops
+    }
+
+    /// Writes of the computed parity rows.
+    fn parity_ops<'a>(&self, view: &'a View, plans: &'a [Plan<'_>]) -> Vec<MemberOp<'a>> {
+        let bs = self.geo.block_bytes();
+        let mut ops = Vec::new();
+        for p in plans {
+            let base = self.geo.stripe_member_block(p.stripe).0;
             let pm = self.geo.parity_member(p.stripe);
             if let (Some(parity), true) = (p.parity.as_ref(), view.usable(pm.0, p.stripe)) {
                 if let Some(m) = view.member(pm.0) {
@@ -582,8 +637,18 @@ impl Array {
                 }
             }
         }
-        exec.execute(&mut ops);
-        self.fail_from(&mut ops)?;
+        ops
+    }
+
+    /// Parity (and partial parity) of every plan.
+    fn compute_all(&self, plans: &mut [Plan<'_>]) -> Result<(), RaidError> {
+        self.compute_full_stripes(plans)?;
+        for p in plans
+            .iter_mut()
+            .filter(|p| !(p.full && p.mode == Mode::Rcw && p.log.is_none()))
+        {
+            self.compute(p)?;
+        }
         Ok(())
     }
 }

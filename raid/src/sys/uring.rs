@@ -281,15 +281,8 @@ impl UringExecutor {
         (self.fixed_ops, self.plain_ops)
     }
 
-    fn fixed_index(&self, ptr: usize, len: usize) -> Option<u16> {
-        self.regions
-            .iter()
-            .position(|r| ptr >= r.start && ptr + len <= r.start + r.len)
-            .and_then(|i| u16::try_from(i).ok())
-    }
-
     /// Builds the SQE for the remaining part of operation `i`.
-    fn entry(op: &mut MemberOp<'_>, fd: i32, i: usize, p: Progress) -> io_uring::squeue::Entry {
+    fn entry(op: &mut MemberOp<'_>, fd: i32, user: u64, p: Progress) -> io_uring::squeue::Entry {
         let off = op.offset + p.done as u64;
         let fd = types::Fd(fd);
         let e = match (&mut op.buf, p.fixed) {
@@ -318,7 +311,7 @@ impl UringExecutor {
                     .build()
             }
         };
-        e.user_data(i as u64)
+        e.user_data(user)
     }
 }
 
@@ -362,122 +355,223 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// One batch's bookkeeping inside a call.
+struct Set {
+    progress: Vec<Progress>,
+    queue: Vec<usize>,
+    next: usize,
+}
+
+impl Set {
+    fn done(&self) -> bool {
+        self.next >= self.queue.len()
+    }
+}
+
+/// Validates `ops`, runs those whose member has no descriptor synchronously, answers the
+/// ones that cannot be submitted, and returns the bookkeeping for the rest.
+fn prepare(regions: &[Region], counts: &mut (u64, u64), ops: &mut [MemberOp<'_>]) -> Set {
+    let mut progress = vec![
+        Progress {
+            done: 0,
+            fixed: None
+        };
+        ops.len()
+    ];
+    let mut queue: Vec<usize> = Vec::with_capacity(ops.len());
+    for (i, op) in ops.iter_mut().enumerate() {
+        if op.member.direct_fd().is_none() {
+            op.run_sync();
+            continue;
+        }
+        let (ptr, len) = match &op.buf {
+            OpBuf::Read(b) => (b.as_ptr() as usize, b.len()),
+            OpBuf::Write(b) => (b.as_ptr() as usize, b.len()),
+        };
+        if let Err(e) = check_range(op.member, op.offset, len) {
+            op.result = Some(Err(e));
+            continue;
+        }
+        let a = op.member.alignment().max(1) as u64;
+        if op.offset % a != 0
+            || !(ptr as u64).is_multiple_of(a)
+            || !(len as u64).is_multiple_of(a)
+            || len > u32::MAX as usize
+        {
+            op.result = Some(Err(MemberError::Misaligned {
+                member: op.member.name().to_string(),
+                align: a as usize,
+                offset: op.offset,
+                len,
+            }));
+            continue;
+        }
+        if len == 0 {
+            op.result = Some(Ok(()));
+            continue;
+        }
+        progress[i].fixed = regions
+            .iter()
+            .position(|r| ptr >= r.start && ptr + len <= r.start + r.len)
+            .and_then(|i| u16::try_from(i).ok());
+        if progress[i].fixed.is_some() {
+            counts.0 += 1;
+        } else {
+            counts.1 += 1;
+        }
+        queue.push(i);
+    }
+    Set {
+        progress,
+        queue,
+        next: 0,
+    }
+}
+
+/// Pushes as many of `set`'s queued operations as the submission queue takes; `tag` (0 or 1)
+/// goes into the top bit of the user data. Returns false when the queue is full.
+fn fill(flight: &mut InFlight<'_>, ops: &mut [MemberOp<'_>], set: &mut Set, tag: u64) -> bool {
+    while set.next < set.queue.len() {
+        let i = set.queue[set.next];
+        let Some(fd) = ops[i].member.direct_fd().map(|f| f.as_raw_fd()) else {
+            ops[i].result = Some(Err(MemberError::Vanished {
+                member: ops[i].member.name().to_string(),
+            }));
+            set.next += 1;
+            continue;
+        };
+        let entry = UringExecutor::entry(&mut ops[i], fd, (tag << 63) | i as u64, set.progress[i]);
+        // SAFETY: the entry's buffer is a sub-slice of `ops[i].buf` and its fd belongs to
+        // `ops[i].member`; both are borrowed by the `execute*` call that owns `flight`, which
+        // does not return until the entry's completion is reaped (`drive` loops while
+        // `flight.count > 0`, `wait_for` never gives up, and on a panic `InFlight`'s drop waits
+        // for it), so both outlive the operation.
+        let pushed = unsafe { flight.ring.submission().push(&entry) };
+        if pushed.is_err() {
+            return false;
+        }
+        flight.count += 1;
+        set.next += 1;
+    }
+    true
+}
+
+/// Records the completion `res` of operation `i`; a short transfer is queued again.
+fn complete(ops: &mut [MemberOp<'_>], set: &mut Set, i: usize, res: i32) {
+    let Some(op) = ops.get_mut(i) else { return };
+    let len = op.buf.len();
+    let at = op.offset + set.progress[i].done as u64;
+    if res < 0 {
+        let source = std::io::Error::from_raw_os_error(-res);
+        op.result = Some(Err(MemberError::Io {
+            member: op.member.name().to_string(),
+            offset: at,
+            source,
+        }));
+    } else if res == 0 {
+        let source = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+        op.result = Some(Err(MemberError::Io {
+            member: op.member.name().to_string(),
+            offset: at,
+            source,
+        }));
+    } else {
+        set.progress[i].done += res as usize;
+        if set.progress[i].done >= len {
+            op.result = Some(Ok(()));
+        } else {
+            // Short transfer: queue the rest again.
+            set.queue.push(i);
+        }
+    }
+}
+
+/// Submits everything left in both sets and reaps until nothing is in flight.
+fn drive<'a>(
+    flight: &mut InFlight<'_>,
+    first: (&mut [MemberOp<'a>], &mut Set),
+    mut second: Option<(&mut [MemberOp<'a>], &mut Set)>,
+) {
+    let (ops0, set0) = first;
+    loop {
+        if fill(flight, ops0, set0, 0) {
+            if let Some((ops1, set1)) = second.as_mut() {
+                fill(flight, ops1, set1, 1);
+            }
+        }
+        let left = !set0.done() || second.as_ref().is_some_and(|(_, s)| !s.done());
+        if flight.count == 0 {
+            if left {
+                continue;
+            }
+            return;
+        }
+        wait_for(flight.ring, 1);
+        let cqes: Vec<(u64, i32)> = flight
+            .ring
+            .completion()
+            .map(|c| (c.user_data(), c.result()))
+            .collect();
+        // Reaped: no longer in flight, whatever happens while handling them.
+        flight.count -= cqes.len();
+        for (user, res) in cqes {
+            let i = (user & !(1 << 63)) as usize;
+            if user >> 63 == 0 {
+                complete(ops0, set0, i, res);
+            } else if let Some((ops1, set1)) = second.as_mut() {
+                complete(ops1, set1, i, res);
+            }
+        }
+    }
+}
+
 impl Executor for UringExecutor {
     fn execute(&mut self, ops: &mut [MemberOp<'_>]) {
-        let mut progress = vec![
-            Progress {
-                done: 0,
-                fixed: None
-            };
-            ops.len()
-        ];
-        let mut queue: Vec<usize> = Vec::with_capacity(ops.len());
-        for (i, op) in ops.iter_mut().enumerate() {
-            if op.member.direct_fd().is_none() {
-                op.run_sync();
-                continue;
-            }
-            let (ptr, len) = match &op.buf {
-                OpBuf::Read(b) => (b.as_ptr() as usize, b.len()),
-                OpBuf::Write(b) => (b.as_ptr() as usize, b.len()),
-            };
-            if let Err(e) = check_range(op.member, op.offset, len) {
-                op.result = Some(Err(e));
-                continue;
-            }
-            let a = op.member.alignment().max(1) as u64;
-            if op.offset % a != 0
-                || !(ptr as u64).is_multiple_of(a)
-                || !(len as u64).is_multiple_of(a)
-                || len > u32::MAX as usize
-            {
-                op.result = Some(Err(MemberError::Misaligned {
-                    member: op.member.name().to_string(),
-                    align: a as usize,
-                    offset: op.offset,
-                    len,
-                }));
-                continue;
-            }
-            if len == 0 {
-                op.result = Some(Ok(()));
-                continue;
-            }
-            progress[i].fixed = self.fixed_index(ptr, len);
-            if progress[i].fixed.is_some() {
-                self.fixed_ops += 1;
-            } else {
-                self.plain_ops += 1;
-            }
-            queue.push(i);
+        let UringExecutor {
+            ring,
+            regions,
+            fixed_ops,
+            plain_ops,
+            ..
+        } = self;
+        let mut counts = (*fixed_ops, *plain_ops);
+        let mut set = prepare(regions, &mut counts, ops);
+        (*fixed_ops, *plain_ops) = counts;
+        let mut flight = InFlight { ring, count: 0 };
+        drive(&mut flight, (ops, &mut set), None);
+    }
+
+    fn execute_then<'a>(
+        &mut self,
+        first: &mut [MemberOp<'a>],
+        then: &mut dyn FnMut() -> Vec<MemberOp<'a>>,
+    ) -> Vec<MemberOp<'a>> {
+        let UringExecutor {
+            ring,
+            regions,
+            fixed_ops,
+            plain_ops,
+            ..
+        } = self;
+        let mut counts = (*fixed_ops, *plain_ops);
+        let mut set0 = prepare(regions, &mut counts, first);
+        let mut flight = InFlight { ring, count: 0 };
+        // Start the first batch, then do the caller's work while it is in flight.
+        fill(&mut flight, first, &mut set0, 0);
+        if flight.count > 0 {
+            // Submit without waiting; `drive` below waits. A failed submit leaves the
+            // entries queued for `drive`'s `submit_and_wait`.
+            let _ = flight.ring.submit();
         }
-        let mut flight = InFlight {
-            ring: &mut self.ring,
-            count: 0,
-        };
-        let mut next = 0usize;
-        while next < queue.len() || flight.count > 0 {
-            // Fill the submission queue.
-            while next < queue.len() {
-                let i = queue[next];
-                let Some(fd) = ops[i].member.direct_fd().map(|f| f.as_raw_fd()) else {
-                    ops[i].result = Some(Err(MemberError::Vanished {
-                        member: ops[i].member.name().to_string(),
-                    }));
-                    next += 1;
-                    continue;
-                };
-                let entry = Self::entry(&mut ops[i], fd, i, progress[i]);
-                // SAFETY: the entry's buffer is a sub-slice of `ops[i].buf`, borrowed by this
-                // call, and its fd belongs to `ops[i].member`, also borrowed; this function
-                // does not return until the entry's completion is reaped (loop condition
-                // `flight.count > 0`, `wait_for` never gives up, and on a panic `InFlight`'s
-                // drop waits for it), so both outlive the operation.
-                let pushed = unsafe { flight.ring.submission().push(&entry) };
-                if pushed.is_err() {
-                    break;
-                }
-                flight.count += 1;
-                next += 1;
-            }
-            if flight.count == 0 {
-                continue;
-            }
-            wait_for(flight.ring, 1);
-            let cqes: Vec<(usize, i32)> = flight
-                .ring
-                .completion()
-                .map(|c| (c.user_data() as usize, c.result()))
-                .collect();
-            // Reaped: no longer in flight, whatever happens while handling them.
-            flight.count -= cqes.len();
-            for (i, res) in cqes {
-                let Some(op) = ops.get_mut(i) else { continue };
-                let len = op.buf.len();
-                if res < 0 {
-                    let source = std::io::Error::from_raw_os_error(-res);
-                    op.result = Some(Err(MemberError::Io {
-                        member: op.member.name().to_string(),
-                        offset: op.offset + progress[i].done as u64,
-                        source,
-                    }));
-                } else if res == 0 {
-                    op.result = Some(Err(MemberError::Io {
-                        member: op.member.name().to_string(),
-                        offset: op.offset + progress[i].done as u64,
-                        source: std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
-                    }));
-                } else {
-                    progress[i].done += res as usize;
-                    if progress[i].done >= len {
-                        op.result = Some(Ok(()));
-                    } else {
-                        // Short transfer: queue the rest again.
-                        queue.push(i);
-                    }
-                }
-            }
-        }
+        let mut more = then();
+        let mut set1 = prepare(regions, &mut counts, &mut more);
+        (*fixed_ops, *plain_ops) = counts;
+        drive(
+            &mut flight,
+            (first, &mut set0),
+            Some((&mut more, &mut set1)),
+        );
+        more
     }
 }
 
@@ -529,6 +623,75 @@ mod tests {
         drop(ops);
         assert!(back[..] == out[..]);
         assert_eq!(ex.op_counts(), (0, 128));
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn execute_then_runs_both_batches_and_drains_on_panic() {
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../build");
+        let dir = if dir.is_dir() {
+            dir
+        } else {
+            std::env::temp_dir()
+        };
+        let path = dir.join(format!("raidline-uring-then-{}", std::process::id()));
+        std::fs::write(&path, vec![0u8; 64 * 4096]).unwrap();
+        let (Ok(m), Ok(mut ex)) = (FileMember::open(&path, 4096), UringExecutor::new(8)) else {
+            eprintln!(
+                "skip: O_DIRECT or io_uring unavailable in {}",
+                dir.display()
+            );
+            let _ = std::fs::remove_file(&path);
+            return;
+        };
+        let mut a = AlignedBuf::new(32 * 4096, 4096);
+        let mut b = AlignedBuf::new(32 * 4096, 4096);
+        a.fill(1);
+        let mut first: Vec<MemberOp<'_>> = a
+            .chunks(4096)
+            .enumerate()
+            .map(|(i, c)| MemberOp::write(MemberIdx(0), &m, i as u64 * 4096, c))
+            .collect();
+        let mut slot = Some(&mut b);
+        let m_ref = &m;
+        let mut then = || {
+            let Some(b) = slot.take() else {
+                return Vec::new();
+            };
+            b.fill(2); // CPU work while `first` is in flight
+            let b: &AlignedBuf = b;
+            b.chunks(4096)
+                .enumerate()
+                .map(|(i, c)| MemberOp::write(MemberIdx(0), m_ref, (32 + i as u64) * 4096, c))
+                .collect()
+        };
+        let more = ex.execute_then(&mut first, &mut then);
+        assert_eq!(more.len(), 32);
+        assert!(first
+            .iter()
+            .chain(&more)
+            .all(|o| matches!(o.result, Some(Ok(())))));
+        drop((first, more));
+        let mut back = AlignedBuf::new(64 * 4096, 4096);
+        m.read_at(0, &mut back).unwrap();
+        assert!(back[..32 * 4096].iter().all(|&x| x == 1));
+        assert!(back[32 * 4096..].iter().all(|&x| x == 2));
+        // A panic in `then` while `first` is in flight: the executor waits for `first`
+        // before the unwinding frees its buffers, and stays usable.
+        let c = AlignedBuf::new(8 * 4096, 4096);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut ops: Vec<MemberOp<'_>> = c
+                .chunks(4096)
+                .enumerate()
+                .map(|(i, x)| MemberOp::write(MemberIdx(0), &m, i as u64 * 4096, x))
+                .collect();
+            let mut boom = || -> Vec<MemberOp<'_>> { panic!("work failed") };
+            ex.execute_then(&mut ops, &mut boom)
+        }));
+        assert!(r.is_err());
+        let mut ops = [MemberOp::read(MemberIdx(0), &m, 0, &mut back[..4096])];
+        ex.execute(&mut ops);
+        assert!(matches!(ops[0].result, Some(Ok(()))));
         let _ = std::fs::remove_file(&path);
     }
 
