@@ -25,10 +25,10 @@ const QD: usize = 16;
 fn queue_iops(array: &Arc<Array>, write: bool, budget: Duration, seed: u64) -> (u64, f64) {
     let cap = array.geometry().capacity_blocks();
     let bufs = BufferArena::with_buffers(QD, 4096, 4096).expect("arena");
-    let arena = bufs[0].arena().clone();
+    let arenas = [bufs[0].arena().clone(), array.scratch_arena().clone()];
     let q = RaidQueue::new(array.clone(), QD, move || {
         let mut e = UringExecutor::new(16)?;
-        e.register_arenas(std::slice::from_ref(&arena))?;
+        e.register_arenas(&arenas)?;
         Ok(e)
     })
     .expect("queue");
@@ -201,13 +201,12 @@ fn main() {
     let mut exec = UringExecutor::new(256).expect("io_uring");
     let stripe_bytes = (N - 1) * CHUNK;
     let mut bufs = BufferArena::with_buffers(2, 8 * N * CHUNK, 4096).expect("arena");
-    exec.register_arenas(&[bufs[0].arena().clone()])
-        .expect("register buffers");
     for (i, b) in bufs.iter_mut().enumerate() {
         for (j, x) in b.iter_mut().enumerate() {
             *x = (i * 7 + j * 13) as u8;
         }
     }
+    let pool_arena = bufs[0].arena().clone();
     let (wb, rb) = bufs.split_at_mut(1);
     let (wbuf, rbuf) = (&mut wb[0], &mut rb[0]);
     let cfg = ArrayConfig {
@@ -218,6 +217,8 @@ fn main() {
     let array = Arc::new(
         Array::create(members.clone(), vec![], &cfg, Arc::new(CpuXor::detect())).expect("create"),
     );
+    exec.register_arenas(&[pool_arena.clone(), array.scratch_arena().clone()])
+        .expect("register buffers");
     let geo = *array.geometry();
     let cap_blocks = geo.capacity_blocks();
     let stripes = geo.stripes();
@@ -376,6 +377,8 @@ fn main() {
     let asm =
         Array::assemble(survivors, None, Arc::new(CpuXor::detect())).expect("assemble degraded");
     let array = Arc::new(asm.array);
+    exec.register_arenas(&[pool_arena.clone(), array.scratch_arena().clone()])
+        .expect("register buffers");
     let mut pos = 0u64;
     let (n, s) = timed(budget, || {
         if pos + req_blocks > cap_blocks {

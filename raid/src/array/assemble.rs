@@ -157,6 +157,14 @@ impl Array {
         bits: Option<Vec<u8>>,
     ) -> Array {
         let dirty = inner.dirty;
+        let count = super::scratch_count(geo.chunk_bytes());
+        let bufs = crate::sys::buf::BufferArena::with_buffers(count, geo.chunk_bytes(), 4096)
+            .unwrap_or_default();
+        let scratch_arena = match bufs.first() {
+            Some(b) => b.arena().clone(),
+            None => crate::sys::buf::BufferArena::empty(),
+        };
+        let pool: Vec<super::Scratch> = bufs.into_iter().map(super::Scratch::Arena).collect();
         Array {
             ppl: super::ppl::PplLayout::new(&meta, &geo),
             ppl_locks: locks::StripeLocks::default(),
@@ -171,7 +179,8 @@ impl Array {
             state: RwLock::new(inner),
             locks: locks::StripeLocks::default(),
             dirty_flag: AtomicBool::new(dirty),
-            scratch: Mutex::new(Vec::new()),
+            scratch: Mutex::new(pool),
+            scratch_arena,
             log_scratch: Mutex::new(Vec::new()),
             counters: Counters::default(),
             tracker: Default::default(),

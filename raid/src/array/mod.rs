@@ -34,9 +34,42 @@ use crate::geometry::{BlockSize, ChunkSize, Geometry, MemberIdx, StripeIdx};
 use crate::member::{AlignedBuf, Member};
 use crate::parity::ParityEngine;
 use crate::superblock::{Role, SlotState, Superblock, Uuid, DEFAULT_DATA_OFFSET, SB_BYTES};
+use crate::sys::buf::{BufferArena, IoBuf};
 
 pub use assemble::{AssembleOptions, Assembled};
 pub use sync::{SyncKind, SyncProgress, Throttle};
+
+/// An engine scratch buffer (one chunk): from the registered arena while it lasts, else
+/// from the heap.
+#[derive(Debug)]
+pub(crate) enum Scratch {
+    Arena(IoBuf),
+    Heap(AlignedBuf),
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Scratch::Arena(b) => b,
+            Scratch::Heap(b) => b,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Scratch {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match self {
+            Scratch::Arena(b) => b,
+            Scratch::Heap(b) => b,
+        }
+    }
+}
+
+/// Scratch buffers kept in the arena: about 16 MiB worth, 8 to 256 of them.
+pub(crate) fn scratch_count(chunk: usize) -> usize {
+    ((16usize << 20) / chunk.max(1)).clamp(8, 256)
+}
 
 /// Parameters for creating an array.
 #[derive(Debug, Clone)]
@@ -199,7 +232,9 @@ pub struct Array {
     locks: locks::StripeLocks,
     bitmap: bitmap::Bitmap,
     dirty_flag: AtomicBool,
-    scratch: Mutex<Vec<AlignedBuf>>,
+    scratch: Mutex<Vec<Scratch>>,
+    /// Registered-memory home of the first scratch buffers (see [`Array::scratch_arena`]).
+    scratch_arena: Arc<BufferArena>,
     log_scratch: Mutex<Vec<AlignedBuf>>,
     counters: Counters,
     ppl: Option<ppl::PplLayout>,
@@ -353,10 +388,18 @@ impl Array {
         self.meta.data_offset + member_block * self.geo.block_bytes() as u64
     }
 
-    pub(crate) fn take_scratch(&self) -> AlignedBuf {
+    pub(crate) fn take_scratch(&self) -> Scratch {
         let mut pool = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
         pool.pop()
-            .unwrap_or_else(|| AlignedBuf::new(self.geo.chunk_bytes(), 4096))
+            .unwrap_or_else(|| Scratch::Heap(AlignedBuf::new(self.geo.chunk_bytes(), 4096)))
+    }
+
+    /// The memory the engine's scratch buffers (parity, old data) come from, as far as it
+    /// lasts. Register it with each executor next to the pool
+    /// (`exec.register_arenas(&[pool, array.scratch_arena().clone()])`) so those operations
+    /// go out as fixed-buffer operations too; unregistered, they still work.
+    pub fn scratch_arena(&self) -> &Arc<BufferArena> {
+        &self.scratch_arena
     }
 
     /// A buffer for one log entry: header plus one chunk of partial parity.
@@ -375,10 +418,11 @@ impl Array {
         }
     }
 
-    pub(crate) fn give_scratch(&self, bufs: impl IntoIterator<Item = AlignedBuf>) {
+    pub(crate) fn give_scratch(&self, bufs: impl IntoIterator<Item = Scratch>) {
         let mut pool = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
         for b in bufs {
-            if pool.len() < 256 {
+            // Arena buffers always go back; heap ones only while the pool is small.
+            if matches!(b, Scratch::Arena(_)) || pool.len() < 256 {
                 pool.push(b);
             }
         }

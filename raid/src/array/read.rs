@@ -10,7 +10,6 @@ use std::sync::atomic::Ordering;
 use crate::error::{MemberError, RaidError};
 use crate::geometry::{ArrayBlock, MemberIdx, Segment};
 use crate::io::{Executor, MemberOp};
-use crate::member::AlignedBuf;
 
 use super::{Array, View};
 
@@ -146,7 +145,7 @@ impl Array {
             return Ok(Outcome::Retry);
         }
         let n = self.geo.members();
-        let mut scratch: Vec<Vec<AlignedBuf>> = Vec::with_capacity(segs.len());
+        let mut scratch: Vec<Vec<super::Scratch>> = Vec::with_capacity(segs.len());
         let mut ok = true;
         {
             let mut ops = Vec::new();
@@ -165,7 +164,7 @@ impl Array {
                 bufs_per_seg.push(bufs);
             }
             if !ok {
-                let back: Vec<AlignedBuf> = bufs_per_seg.into_iter().flatten().collect();
+                let back: Vec<super::Scratch> = bufs_per_seg.into_iter().flatten().collect();
                 self.give_scratch(back);
                 return self.two_holes(&view);
             }

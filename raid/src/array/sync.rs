@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 use crate::error::RaidError;
 use crate::geometry::{MemberIdx, StripeIdx};
 use crate::io::{Executor, MemberOp};
-use crate::member::AlignedBuf;
 use crate::parity::XorJob;
 use crate::superblock::SlotState;
 
@@ -307,10 +306,11 @@ impl Array {
             {
                 return self.two_holes(&view);
             }
-            let mut bufs: Vec<AlignedBuf> = (0..stripes.len() * (n - 1))
+            let mut bufs: Vec<super::Scratch> = (0..stripes.len() * (n - 1))
                 .map(|_| self.take_scratch())
                 .collect();
-            let mut outs: Vec<AlignedBuf> = stripes.iter().map(|_| self.take_scratch()).collect();
+            let mut outs: Vec<super::Scratch> =
+                stripes.iter().map(|_| self.take_scratch()).collect();
             let read_ok = {
                 let mut ops = Vec::with_capacity(bufs.len());
                 for (k, chunk) in bufs.chunks_mut(n - 1).enumerate() {
@@ -534,7 +534,7 @@ impl Array {
             let cb = self.geo.chunk_bytes();
             let off = self.member_offset(self.geo.stripe_member_block(stripe).0);
             let pm = self.geo.parity_member(stripe).0;
-            let mut bufs: Vec<AlignedBuf> = (0..n).map(|_| self.take_scratch()).collect();
+            let mut bufs: Vec<super::Scratch> = (0..n).map(|_| self.take_scratch()).collect();
             let ok = {
                 let mut ops = Vec::with_capacity(n);
                 for (r, b) in bufs.iter_mut().enumerate() {

@@ -69,8 +69,8 @@ struct Plan<'d> {
     mode: Mode,
     full: bool,
     /// Old rows `[lo, hi)` per data index (only those the mode reads or rebuilds).
-    old: Vec<Option<AlignedBuf>>,
-    parity: Option<AlignedBuf>,
+    old: Vec<Option<super::Scratch>>,
+    parity: Option<super::Scratch>,
     /// Log buffer (4 KiB header, then the partial parity over `[lo, hi)`), and the missing
     /// role's data index in this stripe, when this stripe's write is logged (degraded,
     /// parity member usable).
@@ -202,7 +202,7 @@ impl Array {
 
     fn release(&self, plans: Vec<Plan<'_>>) {
         let mut logs = Vec::new();
-        let bufs: Vec<AlignedBuf> = plans
+        let bufs: Vec<super::Scratch> = plans
             .into_iter()
             .flat_map(|p| {
                 logs.extend(p.log.map(|l| l.0));

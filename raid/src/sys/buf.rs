@@ -51,6 +51,17 @@ impl BufferArena {
         )
     }
 
+    /// An arena with no buffers (one page, never handed out).
+    pub fn empty() -> Arc<BufferArena> {
+        let layout = Layout::from_size_align(4096, 4096).unwrap_or(Layout::new::<u8>());
+        // SAFETY: `layout` has non-zero size.
+        let raw = unsafe { alloc_zeroed(layout) };
+        match NonNull::new(raw) {
+            Some(ptr) => Arc::new(BufferArena { ptr, layout }),
+            None => std::alloc::handle_alloc_error(layout),
+        }
+    }
+
     /// Start address and length (for registration with a ring or an RDMA device).
     pub fn region(&self) -> (usize, usize) {
         (self.ptr.as_ptr() as usize, self.layout.size())
