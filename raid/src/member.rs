@@ -356,7 +356,7 @@ impl FaultyMember {
                 s.writes += 1;
             }
             let (ops, writes) = (s.ops, s.writes);
-            let end = offset + len as u64;
+            let end = offset.saturating_add(len as u64);
             let mut verdict = Verdict::Pass;
             for f in s.faults.clone() {
                 let name = self.inner.name().to_string();
@@ -480,6 +480,13 @@ mod tests {
             Err(MemberError::OutOfRange { .. })
         ));
         assert!(m.read_at(u64::MAX, &mut b).is_err());
+        let f = FaultyMember::new(Arc::new(m.clone()), 1);
+        f.handle().inject(Fault::ErrorRange {
+            kind: OpKind::Any,
+            start: 0,
+            end: 10,
+        });
+        assert!(f.read_at(u64::MAX, &mut b).is_err(), "no overflow panic");
         let clone = m.clone();
         clone.write_at(0, b"x").unwrap();
         assert_eq!(m.snapshot()[0], b'x');
