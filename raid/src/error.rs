@@ -40,6 +40,9 @@ pub enum GeometryError {
         /// Chunk bytes.
         chunk: u32,
     },
+    /// The members are too large for 64-bit byte addresses (only a corrupt superblock says so).
+    #[error("member data area of {0} bytes is too large")]
+    TooLarge(u64),
     /// Request outside the array, or empty.
     #[error("blocks [{start}, +{blocks}) are empty or past the capacity of {capacity} blocks")]
     OutOfRange {

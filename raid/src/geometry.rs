@@ -140,6 +140,13 @@ impl Geometry {
                 chunk: chunk.bytes(),
             });
         }
+        // Capacity in bytes must fit in u64 (a corrupt superblock could claim more).
+        let fits = stripes
+            .checked_mul((members as u64 - 1) * u64::from(chunk.bytes()))
+            .is_some();
+        if !fits {
+            return Err(GeometryError::TooLarge(smallest_member_data_bytes));
+        }
         Ok(Geometry {
             members,
             chunk,

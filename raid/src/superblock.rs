@@ -286,6 +286,39 @@ impl Superblock {
         let role_states = (0..members)
             .map(|i| SlotState::from_byte(b[field::ROLE_STATES + i]))
             .collect::<Result<Vec<_>, _>>()?;
+        // Metadata areas must lie before the data area, everything 4 KiB aligned and
+        // addressable; a superblock that says otherwise is refused here, not trusted later.
+        let data_offset = get64(b, field::DATA_OFFSET);
+        let bad = |field, value| Err(SuperblockError::BadField { field, value });
+        if !data_offset.is_multiple_of(4096) || data_offset < SB_BYTES as u64 {
+            return bad("data offset", data_offset);
+        }
+        if data_offset
+            .checked_add(get64(b, field::MEMBER_DATA_BYTES))
+            .is_none()
+        {
+            return bad("member data bytes", get64(b, field::MEMBER_DATA_BYTES));
+        }
+        let within = |off: u64, len: u64| {
+            off.is_multiple_of(4096)
+                && off >= SB_BYTES as u64
+                && off.checked_add(len).is_some_and(|e| e <= data_offset)
+        };
+        if !within(
+            get64(b, field::BITMAP_OFFSET),
+            u64::from(get32(b, field::BITMAP_BYTES)),
+        ) {
+            return bad("bitmap location", get64(b, field::BITMAP_OFFSET));
+        }
+        if !within(
+            get64(b, field::PPL_OFFSET),
+            u64::from(get32(b, field::PPL_BYTES)),
+        ) {
+            return bad("log location", get64(b, field::PPL_OFFSET));
+        }
+        if get64(b, field::BITMAP_REGION_STRIPES) == 0 {
+            return bad("bitmap region", 0);
+        }
         let state = get32(b, field::STATE);
         if state > 1 {
             return Err(SuperblockError::BadField {
@@ -406,6 +439,17 @@ mod tests {
             Superblock::decode(&[0u8; SB_BYTES]),
             Err(SuperblockError::NoMagic)
         ));
+        let mut b = good;
+        put64(&mut b, field::BITMAP_OFFSET, DEFAULT_DATA_OFFSET);
+        let crc = crc32c(&b[..field::CRC]);
+        put32(&mut b, field::CRC, crc);
+        assert!(matches!(
+            Superblock::decode(&b),
+            Err(SuperblockError::BadField {
+                field: "bitmap location",
+                ..
+            })
+        ));
         for i in (8..SB_BYTES).step_by(97) {
             let mut b = good;
             b[i] ^= 0x40;
@@ -450,6 +494,15 @@ mod tests {
                 for i in 0..members as usize {
                     raw[field::ROLE_STATES + i] %= 3;
                 }
+                put64(&mut raw, field::DATA_OFFSET, DEFAULT_DATA_OFFSET);
+                let mdb = u64::from(raw[field::MEMBER_DATA_BYTES]) << 20;
+                put64(&mut raw, field::MEMBER_DATA_BYTES, mdb);
+                put64(&mut raw, field::BITMAP_OFFSET, 4096);
+                put32(&mut raw, field::BITMAP_BYTES, 4096);
+                let region = 1 + u64::from(raw[field::BITMAP_REGION_STRIPES]);
+                put64(&mut raw, field::BITMAP_REGION_STRIPES, region);
+                put64(&mut raw, field::PPL_OFFSET, 65536);
+                put32(&mut raw, field::PPL_BYTES, 65536);
             }
             let crc = crc32c(&raw[..field::CRC]);
             put32(&mut raw, field::CRC, crc);

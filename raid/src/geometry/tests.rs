@@ -148,4 +148,8 @@ fn rejects_bad_parameters() {
     ));
     assert!(Geometry::new(3, c, b, 1000).is_err());
     assert!(Geometry::new(crate::MAX_MEMBERS + 1, c, b, 1 << 20).is_err());
+    assert!(matches!(
+        Geometry::new(64, c, b, u64::MAX),
+        Err(GeometryError::TooLarge(_))
+    ));
 }
