@@ -288,6 +288,16 @@ impl Array {
             ppl_offset: newest.ppl_offset,
             ppl_bytes: newest.ppl_bytes,
         };
+        let regions = geo.stripes().div_ceil(meta.bitmap_region_stripes);
+        if regions.div_ceil(8) > u64::from(meta.bitmap_bytes) {
+            return Err(RaidError::Assemble {
+                reason: format!(
+                    "superblock's bitmap ({} bytes) cannot cover {regions} regions",
+                    meta.bitmap_bytes
+                ),
+                refused,
+            });
+        }
         let mut slots: Vec<Slot> = (0..newest.members)
             .map(|r| Slot {
                 member: None,
