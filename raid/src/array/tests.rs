@@ -942,3 +942,29 @@ fn power_cut_under_concurrent_writers_healthy_and_degraded() {
         }
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+    /// Assembly never panics on superblocks that pass their checksum but carry arbitrary
+    /// field values (a buggy or hostile writer): it assembles or refuses with an error.
+    #[test]
+    fn assembly_is_total_over_checksummed_garbage(
+        edits in proptest::collection::vec((0usize..4, 8usize..0x300, proptest::prelude::any::<u8>()), 1..8),
+    ) {
+        let r = rig(4, 4096, 4096);
+        r.array.stop().unwrap();
+        for (m, off, val) in edits {
+            let mut sb = r.mems[m].snapshot()[..4096].to_vec();
+            sb[off] = val;
+            let crc = crate::superblock::crc32c(&sb[..4092]);
+            sb[4092..].copy_from_slice(&crc.to_le_bytes());
+            r.mems[m].poke(0, &sb);
+        }
+        if let Ok(asm) = Array::assemble(clones(&r), None, Arc::new(CpuXor::detect())) {
+            // Whatever assembled must serve reads without panicking.
+            let mut buf = vec![0u8; 4096];
+            let _ = asm.array.read(&mut SyncExecutor, ArrayBlock(0), &mut buf);
+            let _ = asm.array.write(&mut SyncExecutor, ArrayBlock(0), &buf);
+        }
+    }
+}
