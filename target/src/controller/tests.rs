@@ -62,13 +62,7 @@ fn ctrl(now: Instant) -> Controller {
     )
 }
 
-fn enable(c: &mut Controller) {
-    let cc = Cc {
-        en: true,
-        iosqes: 6,
-        iocqes: 4,
-        ..Cc::default()
-    };
+fn set_cc(c: &mut Controller, cc: Cc) {
     c.handle_property_set(&PropertySet {
         cid: 1,
         size: PropertySize::Four,
@@ -76,6 +70,18 @@ fn enable(c: &mut Controller) {
         value: u64::from(cc.to_u32()),
     })
     .unwrap();
+}
+
+fn enable(c: &mut Controller) {
+    set_cc(
+        c,
+        Cc {
+            en: true,
+            iosqes: 6,
+            iocqes: 4,
+            ..Cc::default()
+        },
+    );
 }
 
 fn run(c: &mut Controller, now: Instant, sqe: Sqe) -> Completion {
@@ -126,20 +132,16 @@ fn enable_sequence_as_the_linux_host_runs_it() {
         })
         .is_err());
     // Shutdown: SHST complete.
-    let cc = Cc {
-        en: true,
-        shn: 1,
-        iosqes: 6,
-        iocqes: 4,
-        ..Cc::default()
-    };
-    c.handle_property_set(&PropertySet {
-        cid: 1,
-        size: PropertySize::Four,
-        offset: property::CC,
-        value: u64::from(cc.to_u32()),
-    })
-    .unwrap();
+    set_cc(
+        &mut c,
+        Cc {
+            en: true,
+            shn: 1,
+            iosqes: 6,
+            iocqes: 4,
+            ..Cc::default()
+        },
+    );
     let csts = Csts::from_u32(get(&c, property::CSTS, PropertySize::Four).unwrap() as u32);
     assert_eq!(csts.shst, 2);
     assert!(c.is_shut_down());
@@ -149,19 +151,15 @@ fn enable_sequence_as_the_linux_host_runs_it() {
 fn bad_configuration_sets_cfs() {
     let now = Instant::now();
     let mut c = ctrl(now);
-    let cc = Cc {
-        en: true,
-        iosqes: 7,
-        iocqes: 4,
-        ..Cc::default()
-    };
-    c.handle_property_set(&PropertySet {
-        cid: 1,
-        size: PropertySize::Four,
-        offset: property::CC,
-        value: u64::from(cc.to_u32()),
-    })
-    .unwrap();
+    set_cc(
+        &mut c,
+        Cc {
+            en: true,
+            iosqes: 7,
+            iocqes: 4,
+            ..Cc::default()
+        },
+    );
     let csts = Csts::from_u32(get(&c, property::CSTS, PropertySize::Four).unwrap() as u32);
     assert!(csts.cfs && !csts.rdy);
 }
