@@ -12,7 +12,8 @@
 //!   `rdma-mummy-sys`, which loads the libraries at run time, so binaries start on hosts without
 //!   rdma-core and report [`FabricError::LibraryMissing`] or [`FabricError::NoDevice`].
 //!
-//! `unsafe` lives only in `verbs*` and `sys_*` modules; everything else is denied it.
+//! The `unsafe_code` lint is allowed only in the `verbs*` and `sys_*` modules (the FFI room);
+//! everything else is denied it.
 
 pub mod api;
 pub mod conformance;

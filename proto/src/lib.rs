@@ -1,7 +1,7 @@
 //! NVMe and NVMe-over-Fabrics wire formats: parse and build, nothing else.
 //!
 //! This crate is the protocol vocabulary shared by the target, the initiator and the fabric. It
-//! does no I/O, holds no state and contains no `unsafe`. Every structure follows the same shape
+//! does no I/O, holds no state and is `#![forbid(unsafe_code)]`. Every structure follows the same shape
 //! (after smoltcp's `wire` module):
 //!
 //! - a `mod field` with the byte ranges of each field, cited to the specification section;

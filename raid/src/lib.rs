@@ -17,7 +17,8 @@
 //! Payload is never copied: member writes go straight from the caller's buffers, reads of
 //! healthy chunks land straight in them, and parity math reads them in place.
 //!
-//! `unsafe` lives only in [`sys`] (SIMD kernels, io_uring, ISA-L bindings for the bench).
+//! The `unsafe_code` lint is allowed only in [`sys`] (SIMD kernels, io_uring, ISA-L bindings
+//! for the bench), the crate's FFI room.
 //!
 //! ```
 //! use std::sync::Arc;

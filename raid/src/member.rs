@@ -74,7 +74,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Heap buffer whose start is aligned (for O_DIRECT), built without `unsafe`: it
+/// Heap buffer whose start is aligned (for O_DIRECT), built from safe code only: it
 /// over-allocates and exposes the aligned window.
 pub struct AlignedBuf {
     raw: Vec<u8>,

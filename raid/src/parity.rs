@@ -7,7 +7,7 @@
 //! panic. A GPU engine (cargo feature `gpu`, later) implements the same trait.
 //!
 //! [`CpuXor`] picks the widest SIMD level the CPU has at run time (AVX-512F, AVX2, SSE2 on
-//! x86-64; the vectorised kernels live in `sys::xor`, the crate's only SIMD `unsafe`) and
+//! x86-64; the vectorised kernels live in `sys::xor`, the only SIMD code allowed `unsafe_code`) and
 //! falls back to a portable 64-bit-word loop elsewhere. Every level computes identical bytes.
 
 use crate::error::ParityError;
