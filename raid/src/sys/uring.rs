@@ -581,22 +581,40 @@ mod tests {
     use crate::member::AlignedBuf;
     use crate::MemberIdx;
 
-    #[test]
-    fn batches_larger_than_the_ring_complete() {
+    /// A scratch file in the build directory (ext4 here, unlike a tmpfs /tmp), removed on drop.
+    struct Scratch(std::path::PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    /// A zeroed `bytes`-long file member and an 8-entry ring, or `None` (with the reason
+    /// printed) where O_DIRECT or io_uring is unavailable.
+    fn scratch_member(name: &str, bytes: usize) -> Option<(Scratch, FileMember, UringExecutor)> {
         let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../build");
         let dir = if dir.is_dir() {
             dir
         } else {
             std::env::temp_dir()
         };
-        let path = dir.join(format!("raidline-uring-ring-{}", std::process::id()));
-        std::fs::write(&path, vec![0u8; 64 * 4096]).unwrap();
-        let (Ok(m), Ok(mut ex)) = (FileMember::open(&path, 4096), UringExecutor::new(8)) else {
-            eprintln!(
-                "skip: O_DIRECT or io_uring unavailable in {}",
-                dir.display()
-            );
-            let _ = std::fs::remove_file(&path);
+        let file = Scratch(dir.join(format!("raidline-uring-{name}-{}", std::process::id())));
+        std::fs::write(&file.0, vec![0u8; bytes]).unwrap();
+        let Ok(m) = FileMember::open(&file.0, 4096) else {
+            eprintln!("skip: O_DIRECT unsupported in {}", dir.display());
+            return None;
+        };
+        let Ok(ex) = UringExecutor::new(8) else {
+            eprintln!("skip: io_uring unavailable");
+            return None;
+        };
+        Some((file, m, ex))
+    }
+
+    #[test]
+    fn batches_larger_than_the_ring_complete() {
+        let Some((_file, m, mut ex)) = scratch_member("ring", 64 * 4096) else {
             return;
         };
         let mut out = AlignedBuf::new(64 * 4096, 4096);
@@ -623,25 +641,11 @@ mod tests {
         drop(ops);
         assert!(back[..] == out[..]);
         assert_eq!(ex.op_counts(), (0, 128));
-        let _ = std::fs::remove_file(&path);
     }
 
     #[test]
     fn execute_then_runs_both_batches_and_drains_on_panic() {
-        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../build");
-        let dir = if dir.is_dir() {
-            dir
-        } else {
-            std::env::temp_dir()
-        };
-        let path = dir.join(format!("raidline-uring-then-{}", std::process::id()));
-        std::fs::write(&path, vec![0u8; 64 * 4096]).unwrap();
-        let (Ok(m), Ok(mut ex)) = (FileMember::open(&path, 4096), UringExecutor::new(8)) else {
-            eprintln!(
-                "skip: O_DIRECT or io_uring unavailable in {}",
-                dir.display()
-            );
-            let _ = std::fs::remove_file(&path);
+        let Some((_file, m, mut ex)) = scratch_member("then", 64 * 4096) else {
             return;
         };
         let mut a = AlignedBuf::new(32 * 4096, 4096);
@@ -692,27 +696,11 @@ mod tests {
         let mut ops = [MemberOp::read(MemberIdx(0), &m, 0, &mut back[..4096])];
         ex.execute(&mut ops);
         assert!(matches!(ops[0].result, Some(Ok(()))));
-        let _ = std::fs::remove_file(&path);
     }
 
     #[test]
     fn misaligned_and_out_of_range_ops_fail_without_reaching_the_kernel() {
-        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../build");
-        let dir = if dir.is_dir() {
-            dir
-        } else {
-            std::env::temp_dir()
-        };
-        let path = dir.join(format!("raidline-uring-unit-{}", std::process::id()));
-        std::fs::write(&path, vec![0u8; 65536]).unwrap();
-        let Ok(m) = FileMember::open(&path, 4096) else {
-            eprintln!("skip: O_DIRECT unsupported in {}", dir.display());
-            let _ = std::fs::remove_file(&path);
-            return;
-        };
-        let Ok(mut ex) = UringExecutor::new(8) else {
-            eprintln!("skip: io_uring unavailable");
-            let _ = std::fs::remove_file(&path);
+        let Some((_file, m, mut ex)) = scratch_member("unit", 65536) else {
             return;
         };
         let mut buf = AlignedBuf::new(8192, 4096);
@@ -728,6 +716,5 @@ mod tests {
             ops[0].result,
             Some(Err(MemberError::OutOfRange { .. }))
         ));
-        let _ = std::fs::remove_file(&path);
     }
 }
