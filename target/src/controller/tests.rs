@@ -91,6 +91,15 @@ fn run(c: &mut Controller, now: Instant, sqe: Sqe) -> Completion {
     }
 }
 
+/// Identify with `cns`/`nsid` and an SGL of `len` bytes.
+fn identify(c: &mut Controller, now: Instant, cns: Cns, nsid: u32, len: u32) -> Completion {
+    run(
+        c,
+        now,
+        Identify::new(1, cns, nsid, keyed(len)).to_sqe().unwrap(),
+    )
+}
+
 fn get(c: &Controller, offset: u32, size: PropertySize) -> Result<u64, Status> {
     c.handle_property_get(&PropertyGet {
         cid: 1,
@@ -110,11 +119,8 @@ fn enable_sequence_as_the_linux_host_runs_it() {
         0x0001_0400
     );
     // Commands before enable: sequence error.
-    let id = Identify::new(1, Cns::CONTROLLER, 0, keyed(4096))
-        .to_sqe()
-        .unwrap();
     assert_eq!(
-        run(&mut c, now, id).status.code,
+        identify(&mut c, now, Cns::CONTROLLER, 0, 4096).status.code,
         StatusCode::COMMAND_SEQUENCE_ERROR
     );
     enable(&mut c);
@@ -169,13 +175,7 @@ fn identify_controller_namespace_lists() {
     let now = Instant::now();
     let mut c = ctrl(now);
     enable(&mut c);
-    let d = run(
-        &mut c,
-        now,
-        Identify::new(1, Cns::CONTROLLER, 0, keyed(4096))
-            .to_sqe()
-            .unwrap(),
-    );
+    let d = identify(&mut c, now, Cns::CONTROLLER, 0, 4096);
     assert!(d.status.is_success());
     let id = IdentifyController::parse(&d.data).unwrap();
     assert_eq!(id.cntlid, 7);
@@ -189,13 +189,7 @@ fn identify_controller_namespace_lists() {
     assert_eq!(id.nn, 1);
     assert_eq!(id.mdts, 8);
 
-    let d = run(
-        &mut c,
-        now,
-        Identify::new(2, Cns::NAMESPACE, 1, keyed(4096))
-            .to_sqe()
-            .unwrap(),
-    );
+    let d = identify(&mut c, now, Cns::NAMESPACE, 1, 4096);
     let ns = IdentifyNamespace::parse(&d.data).unwrap();
     assert_eq!(
         (ns.nsze, ns.nguid, ns.eui64),
@@ -205,44 +199,19 @@ fn identify_controller_namespace_lists() {
     assert_eq!(ns.lbaf[0].lbads, 12);
     assert_eq!(ns.nmic & 1, 1);
 
-    let d = run(
-        &mut c,
-        now,
-        Identify::new(3, Cns::ACTIVE_NS_LIST, 0, keyed(4096))
-            .to_sqe()
-            .unwrap(),
-    );
+    let d = identify(&mut c, now, Cns::ACTIVE_NS_LIST, 0, 4096);
     assert_eq!(ActiveNsList::parse(&d.data).unwrap().ids, vec![1]);
-    let d = run(
-        &mut c,
-        now,
-        Identify::new(3, Cns::ACTIVE_NS_LIST, 1, keyed(4096))
-            .to_sqe()
-            .unwrap(),
-    );
+    let d = identify(&mut c, now, Cns::ACTIVE_NS_LIST, 1, 4096);
     assert!(ActiveNsList::parse(&d.data).unwrap().ids.is_empty());
 
-    let d = run(
-        &mut c,
-        now,
-        Identify::new(4, Cns::NS_ID_DESCRIPTORS, 1, keyed(4096))
-            .to_sqe()
-            .unwrap(),
-    );
+    let d = identify(&mut c, now, Cns::NS_ID_DESCRIPTORS, 1, 4096);
     let list = NsIdDescriptorList::parse(&d.data).unwrap();
     assert_eq!(
         list.find(NsIdType::UUID),
         Some(&NsIdDescriptor::Uuid([0x33; 16]))
     );
 
-    let bad = |c: &mut Controller, cns, nsid, len| {
-        run(
-            c,
-            now,
-            Identify::new(5, cns, nsid, keyed(len)).to_sqe().unwrap(),
-        )
-        .status
-    };
+    let bad = |c: &mut Controller, cns, nsid, len| identify(c, now, cns, nsid, len).status;
     assert_eq!(
         bad(&mut c, Cns::NAMESPACE, 2, 4096),
         Status::new(StatusCode::INVALID_NAMESPACE).dnr()
@@ -470,23 +439,11 @@ fn discovery_controller_refuses_io_admin() {
         now,
     );
     enable(&mut c);
-    let d = run(
-        &mut c,
-        now,
-        Identify::new(1, Cns::CONTROLLER, 0, keyed(4096))
-            .to_sqe()
-            .unwrap(),
-    );
+    let d = identify(&mut c, now, Cns::CONTROLLER, 0, 4096);
     let id = IdentifyController::parse(&d.data).unwrap();
     assert_eq!(id.cntrltype.0, 2);
     assert!(id.subnqn.unwrap().is_discovery());
-    let d = run(
-        &mut c,
-        now,
-        Identify::new(1, Cns::NAMESPACE, 1, keyed(4096))
-            .to_sqe()
-            .unwrap(),
-    );
+    let d = identify(&mut c, now, Cns::NAMESPACE, 1, 4096);
     assert_eq!(d.status, Status::new(StatusCode::INVALID_FIELD).dnr());
     let d = run(
         &mut c,
