@@ -7,17 +7,12 @@ use raidline_proto::{Status, StatusCode};
 
 /// SQE byte of the SGL identifier (DPTR byte 15).
 const SGL_IDENTIFIER_BYTE: usize = 39;
-/// SQE bytes of DPTR.
-const DPTR: core::ops::Range<usize> = 24..40;
 
 /// The status answering a command whose SQE (or in-capsule data structure) failed to parse.
 pub fn for_parse_error(e: &ParseError) -> Status {
     let code = match e {
         ParseError::InvalidField { offset, .. } if *offset == SGL_IDENTIFIER_BYTE => {
             StatusCode::SGL_DESCRIPTOR_TYPE_INVALID
-        }
-        ParseError::InvalidField { offset, .. } if DPTR.contains(offset) => {
-            StatusCode::INVALID_FIELD
         }
         ParseError::WrongOpcode { .. } => StatusCode::INVALID_OPCODE,
         ParseError::Truncated { .. } | ParseError::TrailingBytes { .. } => {
