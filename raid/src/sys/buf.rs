@@ -68,6 +68,20 @@ impl BufferArena {
     }
 }
 
+// SAFETY: `ptr..ptr+layout.size()` is one live allocation owned by this value and freed only
+// in `Drop`, so it stays readable, writable and at the same address while the value lives
+// (a registered region holds an `Arc` to it); `layout.size() > 0` by construction. While a
+// work request covers an `IoBuf`'s bytes, the request context owns that `IoBuf` (the target's
+// rule), so no Rust reference reads or writes bytes the device may be writing.
+unsafe impl raidline_fabric::RegionMemory for BufferArena {
+    fn base(&self) -> NonNull<u8> {
+        self.ptr
+    }
+    fn len(&self) -> usize {
+        self.layout.size()
+    }
+}
+
 impl Drop for BufferArena {
     fn drop(&mut self) {
         // SAFETY: `ptr` came from `alloc_zeroed(self.layout)` and is freed exactly once, here,
@@ -88,6 +102,12 @@ impl IoBuf {
     /// The arena it was cut from (register it once with each executor).
     pub fn arena(&self) -> &Arc<BufferArena> {
         &self.arena
+    }
+
+    /// Byte offset of the buffer inside its arena (for building RDMA SGEs from the arena's
+    /// registered region).
+    pub fn offset(&self) -> usize {
+        self.off
     }
 }
 
