@@ -11,6 +11,7 @@ pub mod controller;
 pub mod discovery;
 pub mod io;
 pub mod metrics;
+pub mod mgmt;
 pub mod queue;
 pub mod registry;
 pub mod status;

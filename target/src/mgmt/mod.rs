@@ -1,0 +1,339 @@
+//! The management protocol: `raidline status` and `raidline array …` talk to the running daemon
+//! over a Unix stream socket (default `/run/raidline/raidline.sock`).
+//!
+//! Wire format: the client sends one JSON [`Request`] terminated by `\n`, the daemon answers with
+//! one JSON [`Response`] line and closes the connection (one request per connection). A request
+//! line is at most [`MAX_REQUEST_BYTES`]; a client that sends nothing complete within
+//! [`CLIENT_TIMEOUT`] is dropped, so a slow or hostile client cannot wedge the server.
+//!
+//! The daemon implements [`Management`]; [`MgmtServer`] owns the socket and a thread that
+//! serves it; [`call`] is the client; [`render_status`] turns a [`StatusReport`] into the text
+//! `raidline status` prints. Nothing a client sends can panic the server: malformed input is
+//! answered with `ok: false` and a `bad request: …` message.
+
+mod render;
+mod server;
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+pub use render::render_status;
+pub use server::{call, MgmtServer};
+
+/// The longest request line the server reads, newline excluded.
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
+
+/// How long the server waits for a client's complete request line.
+pub const CLIENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The array states [`ArrayStatus::state`] takes.
+pub const ARRAY_STATES: [&str; 5] = ["clean", "degraded", "rebuilding", "resyncing", "failed"];
+
+/// Everything `raidline status` shows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatusReport {
+    /// Daemon version (`CARGO_PKG_VERSION`).
+    pub version: String,
+    /// Seconds since the daemon started.
+    pub uptime_s: u64,
+    /// RDMA CM listen addresses.
+    pub listen: Vec<String>,
+    /// RAID arrays.
+    pub arrays: Vec<ArrayStatus>,
+    /// NVMe subsystems.
+    pub subsystems: Vec<SubsystemStatus>,
+    /// Connected controllers.
+    pub controllers: Vec<ControllerStatus>,
+}
+
+/// One RAID-5 array.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ArrayStatus {
+    /// Name from the configuration.
+    pub name: String,
+    /// Array UUID stored in the superblocks.
+    pub uuid: String,
+    /// One of [`ARRAY_STATES`].
+    pub state: String,
+    /// Usable capacity.
+    pub capacity_bytes: u64,
+    /// Chunk size.
+    pub chunk_bytes: u32,
+    /// Members by role.
+    pub members: Vec<MemberStatus>,
+    /// Hot spares not yet in use.
+    pub spares: Vec<String>,
+    /// Rebuild in progress, if any.
+    pub rebuild: Option<Progress>,
+    /// Scrub in progress, if any.
+    pub scrub: Option<Progress>,
+    /// Parity engine in use ("cpu", "gpu", …).
+    pub parity_engine: String,
+    /// Whether the partial-parity log closes the write hole.
+    pub write_hole_protection: bool,
+}
+
+/// One member slot of an array.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MemberStatus {
+    /// Role (slot index in the layout).
+    pub role: u32,
+    /// Device or file path; empty when the slot has no device.
+    pub path: String,
+    /// "active", "failed", "rebuilding", "missing", …
+    pub state: String,
+}
+
+/// Progress of a rebuild or scrub.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    /// Bytes done.
+    pub done_bytes: u64,
+    /// Bytes in all.
+    pub total_bytes: u64,
+    /// Current rate.
+    pub rate_bytes_per_s: u64,
+}
+
+impl Progress {
+    /// Fraction done in `0.0..=1.0`; `1.0` for an empty job.
+    pub fn ratio(&self) -> f64 {
+        if self.total_bytes == 0 {
+            return 1.0;
+        }
+        (self.done_bytes as f64 / self.total_bytes as f64).clamp(0.0, 1.0)
+    }
+}
+
+/// One NVMe subsystem.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SubsystemStatus {
+    /// Subsystem NQN.
+    pub nqn: String,
+    /// Serial number.
+    pub serial: String,
+    /// Model number.
+    pub model: String,
+    /// Whether any host may connect.
+    pub allow_any_host: bool,
+    /// Allowed host NQNs (when not `allow_any_host`).
+    pub hosts: Vec<String>,
+    /// Namespaces.
+    pub namespaces: Vec<NamespaceStatus>,
+}
+
+/// One namespace.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NamespaceStatus {
+    /// Namespace id.
+    pub nsid: u32,
+    /// What backs it ("array array0", a file path, …).
+    pub backing: String,
+    /// Logical block size.
+    pub block_size: u32,
+    /// Size in logical blocks.
+    pub blocks: u64,
+    /// Read commands completed.
+    pub read_ops: u64,
+    /// Write commands completed.
+    pub write_ops: u64,
+    /// Bytes read by hosts.
+    pub read_bytes: u64,
+    /// Bytes written by hosts.
+    pub write_bytes: u64,
+}
+
+/// One connected controller.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ControllerStatus {
+    /// Controller id.
+    pub cntlid: u16,
+    /// Subsystem NQN.
+    pub subnqn: String,
+    /// Host NQN.
+    pub hostnqn: String,
+    /// Host address (IP:port).
+    pub host_addr: String,
+    /// Keep-alive timeout; 0 = none.
+    pub kato_ms: u32,
+    /// Queue pairs, admin queue (qid 0) first.
+    pub queues: Vec<QueueStatus>,
+}
+
+/// One queue pair of a controller.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QueueStatus {
+    /// Queue id (0 = admin).
+    pub qid: u16,
+    /// Queue depth.
+    pub depth: u16,
+    /// Commands in flight.
+    pub in_flight: u32,
+    /// Poller thread serving it.
+    pub poller: u32,
+    /// Pacer rate (NaN when unknown; sent as JSON null).
+    #[serde(deserialize_with = "f64_or_null")]
+    pub rate_bytes_per_s: f64,
+    /// Smoothed RTT (NaN before the first sample; sent as JSON null).
+    #[serde(deserialize_with = "f64_or_null")]
+    pub rtt_us: f64,
+}
+
+/// serde_json writes a non-finite float as `null`; read it back as NaN.
+fn f64_or_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+/// A request from `raidline` (the client) to the daemon.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Request {
+    /// The full status report.
+    Status,
+    /// Mark a member failed.
+    ArrayFail {
+        /// Array name.
+        array: String,
+        /// Member path.
+        member: String,
+    },
+    /// Add a hot spare.
+    ArrayAddSpare {
+        /// Array name.
+        array: String,
+        /// Device path.
+        path: String,
+    },
+    /// Replace a member (rebuilds onto `new`, then retires `old`).
+    ArrayReplace {
+        /// Array name.
+        array: String,
+        /// Member path to replace.
+        old: String,
+        /// Replacement device path.
+        new: String,
+    },
+    /// Start a scrub.
+    ArrayScrub {
+        /// Array name.
+        array: String,
+    },
+}
+
+/// The daemon's answer to one [`Request`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    /// Whether the request succeeded.
+    pub ok: bool,
+    /// What was done, or why not.
+    pub message: String,
+    /// The report, for [`Request::Status`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<StatusReport>,
+}
+
+impl Response {
+    fn done(message: String) -> Response {
+        Response {
+            ok: true,
+            message,
+            status: None,
+        }
+    }
+
+    fn refused(message: String) -> Response {
+        Response {
+            ok: false,
+            message,
+            status: None,
+        }
+    }
+}
+
+/// What the daemon offers the management socket. Calls come from the server's thread, one at
+/// a time; an `Err` is a refusal whose text reaches the operator verbatim.
+pub trait Management: Send + Sync + 'static {
+    /// The current status.
+    fn status(&self) -> StatusReport;
+    /// Marks `member` of `array` failed.
+    fn array_fail(&self, array: &str, member: &str) -> Result<String, String>;
+    /// Adds `path` to `array` as a hot spare.
+    fn array_add_spare(&self, array: &str, path: &str) -> Result<String, String>;
+    /// Replaces member `old` of `array` with `new`.
+    fn array_replace(&self, array: &str, old: &str, new: &str) -> Result<String, String>;
+    /// Starts a scrub of `array`.
+    fn array_scrub(&self, array: &str) -> Result<String, String>;
+}
+
+/// Runs one request against `api`.
+pub fn dispatch(api: &dyn Management, req: &Request) -> Response {
+    let outcome = match req {
+        Request::Status => {
+            return Response {
+                ok: true,
+                message: String::new(),
+                status: Some(api.status()),
+            };
+        }
+        Request::ArrayFail { array, member } => api.array_fail(array, member),
+        Request::ArrayAddSpare { array, path } => api.array_add_spare(array, path),
+        Request::ArrayReplace { array, old, new } => api.array_replace(array, old, new),
+        Request::ArrayScrub { array } => api.array_scrub(array),
+    };
+    match outcome {
+        Ok(m) => Response::done(m),
+        Err(m) => Response::refused(m),
+    }
+}
+
+/// A management socket error, on either side.
+#[derive(Debug, thiserror::Error)]
+pub enum MgmtError {
+    /// Another daemon answers on the socket.
+    #[error("another raidline is running on {}", path.display())]
+    AlreadyRunning {
+        /// The socket path.
+        path: PathBuf,
+    },
+    /// Something that is not a socket sits where the socket goes; it is left alone.
+    #[error("{} exists and is not a socket; remove it or choose another management_socket", path.display())]
+    NotASocket {
+        /// The path.
+        path: PathBuf,
+    },
+    /// Creating the directory, binding, setting permissions or starting the thread failed.
+    #[error("cannot set up the management socket {}: {source}", path.display())]
+    Setup {
+        /// The socket path.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The client could not connect.
+    #[error("cannot reach raidline at {}: {source} — is the daemon running?", path.display())]
+    Unreachable {
+        /// The socket path.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Sending the request or reading the answer failed (timeouts included).
+    #[error("lost the exchange with raidline at {}: {source}", path.display())]
+    Exchange {
+        /// The socket path.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The daemon's answer is not a [`Response`].
+    #[error("raidline at {} answered something that is not a response: {message}", path.display())]
+    BadResponse {
+        /// The socket path.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+}

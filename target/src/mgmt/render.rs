@@ -1,0 +1,259 @@
+//! The text `raidline status` prints: arrays with their member tables and rebuild/scrub
+//! progress, subsystems with their namespaces, controllers with their queue pairs (rate, RTT).
+//!
+//! Pure formatting over a [`StatusReport`]; column widths follow the widest cell, so the output
+//! stays aligned for any path or NQN length. Non-finite figures print as "-".
+
+use std::fmt::Write as _;
+
+use super::{ArrayStatus, ControllerStatus, Progress, StatusReport, SubsystemStatus};
+
+/// Renders `r` for a terminal.
+pub fn render_status(r: &StatusReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "raidline {}, up {}", r.version, duration(r.uptime_s));
+    let listen = if r.listen.is_empty() {
+        "nothing".to_owned()
+    } else {
+        r.listen.join(", ")
+    };
+    let _ = writeln!(out, "listening on {listen}");
+
+    let _ = writeln!(out, "\narrays: {}", r.arrays.len());
+    for a in &r.arrays {
+        array(&mut out, a);
+    }
+    let _ = writeln!(out, "\nsubsystems: {}", r.subsystems.len());
+    for s in &r.subsystems {
+        subsystem(&mut out, s);
+    }
+    let _ = writeln!(out, "\ncontrollers: {}", r.controllers.len());
+    for c in &r.controllers {
+        controller(&mut out, c);
+    }
+    out
+}
+
+fn array(out: &mut String, a: &ArrayStatus) {
+    let _ = writeln!(out, "  {} [{}]  uuid {}", a.name, a.state, a.uuid);
+    let _ = writeln!(
+        out,
+        "    capacity {}, chunk {}, parity {}, write-hole protection {}",
+        bytes(a.capacity_bytes),
+        bytes(u64::from(a.chunk_bytes)),
+        a.parity_engine,
+        if a.write_hole_protection { "on" } else { "off" }
+    );
+    let mut rows = vec![row(["role", "state", "device"])];
+    for m in &a.members {
+        let path = if m.path.is_empty() { "-" } else { &m.path };
+        rows.push(vec![m.role.to_string(), m.state.clone(), path.to_owned()]);
+    }
+    table(out, "    ", &rows);
+    let spares = if a.spares.is_empty() {
+        "none".to_owned()
+    } else {
+        a.spares.join(", ")
+    };
+    let _ = writeln!(out, "    spares: {spares}");
+    for (what, p) in [("rebuild", &a.rebuild), ("scrub", &a.scrub)] {
+        if let Some(p) = p {
+            let _ = writeln!(out, "    {what}: {}", progress(p));
+        }
+    }
+}
+
+fn subsystem(out: &mut String, s: &SubsystemStatus) {
+    let _ = writeln!(out, "  {}", s.nqn);
+    let _ = writeln!(out, "    serial {}, model {}", s.serial, s.model);
+    let hosts = if s.allow_any_host {
+        "any".to_owned()
+    } else if s.hosts.is_empty() {
+        "none".to_owned()
+    } else {
+        s.hosts.join(", ")
+    };
+    let _ = writeln!(out, "    hosts: {hosts}");
+    if s.namespaces.is_empty() {
+        let _ = writeln!(out, "    no namespaces");
+        return;
+    }
+    let mut rows = vec![row([
+        "nsid", "backing", "block", "size", "reads", "writes", "read", "written",
+    ])];
+    for n in &s.namespaces {
+        rows.push(vec![
+            n.nsid.to_string(),
+            n.backing.clone(),
+            n.block_size.to_string(),
+            bytes(n.blocks.saturating_mul(u64::from(n.block_size))),
+            n.read_ops.to_string(),
+            n.write_ops.to_string(),
+            bytes(n.read_bytes),
+            bytes(n.write_bytes),
+        ]);
+    }
+    table(out, "    ", &rows);
+}
+
+fn controller(out: &mut String, c: &ControllerStatus) {
+    let kato = if c.kato_ms == 0 {
+        "no keep-alive".to_owned()
+    } else {
+        format!("kato {} ms", c.kato_ms)
+    };
+    let _ = writeln!(
+        out,
+        "  cntlid {}  {} from {}  to {}  {}",
+        c.cntlid, c.hostnqn, c.host_addr, c.subnqn, kato
+    );
+    let mut rows = vec![row(["qid", "depth", "in-flight", "poller", "rate", "rtt"])];
+    for q in &c.queues {
+        rows.push(vec![
+            q.qid.to_string(),
+            q.depth.to_string(),
+            q.in_flight.to_string(),
+            q.poller.to_string(),
+            rate(q.rate_bytes_per_s),
+            rtt(q.rtt_us),
+        ]);
+    }
+    table(out, "    ", &rows);
+}
+
+fn row<const N: usize>(cells: [&str; N]) -> Vec<String> {
+    cells.iter().map(|c| (*c).to_owned()).collect()
+}
+
+/// Writes `rows` left-aligned in columns, each line indented by `indent`.
+fn table(out: &mut String, indent: &str, rows: &[Vec<String>]) {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|i| {
+            rows.iter()
+                .filter_map(|r| r.get(i))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for r in rows {
+        let mut line = String::from(indent);
+        for (i, cell) in r.iter().enumerate() {
+            if i + 1 == r.len() {
+                line.push_str(cell);
+            } else {
+                let pad = widths[i] - cell.chars().count();
+                line.push_str(cell);
+                line.push_str(&" ".repeat(pad + 2));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+}
+
+fn progress(p: &Progress) -> String {
+    let mut s = format!(
+        "{:.1} % ({} of {}) at {}",
+        p.ratio() * 100.0,
+        bytes(p.done_bytes),
+        bytes(p.total_bytes),
+        rate(p.rate_bytes_per_s as f64)
+    );
+    let left = p.total_bytes.saturating_sub(p.done_bytes);
+    if p.rate_bytes_per_s > 0 && left > 0 {
+        let _ = write!(s, ", {} left", duration(left.div_ceil(p.rate_bytes_per_s)));
+    }
+    s
+}
+
+/// Binary units with two decimals above 1 KiB ("1.50 GiB"), exact bytes below.
+fn bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.2} {}", UNITS[unit])
+}
+
+fn rate(bytes_per_s: f64) -> String {
+    if !bytes_per_s.is_finite() || bytes_per_s < 0.0 {
+        return "-".into();
+    }
+    // Saturating float-to-int conversion; rates beyond u64 are not a concern.
+    format!("{}/s", bytes(bytes_per_s as u64))
+}
+
+fn rtt(us: f64) -> String {
+    if !us.is_finite() || us < 0.0 {
+        "-".into()
+    } else if us < 1000.0 {
+        format!("{us:.1} us")
+    } else {
+        format!("{:.2} ms", us / 1000.0)
+    }
+}
+
+fn duration(s: u64) -> String {
+    let (d, h, m, s) = (s / 86_400, s / 3600 % 24, s / 60 % 60, s % 60);
+    if d > 0 {
+        format!("{d}d {h:02}:{m:02}:{s:02}")
+    } else {
+        format!("{h:02}:{m:02}:{s:02}")
+    }
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn units() {
+        assert_eq!(bytes(0), "0 B");
+        assert_eq!(bytes(1023), "1023 B");
+        assert_eq!(bytes(1536), "1.50 KiB");
+        assert_eq!(bytes(3 << 40), "3.00 TiB");
+        assert_eq!(bytes(u64::MAX), "16.00 EiB");
+        assert_eq!(rate(200.0 * 1048576.0), "200.00 MiB/s");
+        assert_eq!(rate(f64::NAN), "-");
+        assert_eq!(rtt(12.34), "12.3 us");
+        assert_eq!(rtt(2500.0), "2.50 ms");
+        assert_eq!(rtt(f64::INFINITY), "-");
+        assert_eq!(duration(59), "00:00:59");
+        assert_eq!(duration(93_784), "1d 02:03:04");
+    }
+
+    #[test]
+    fn progress_line() {
+        let p = Progress {
+            done_bytes: 1 << 30,
+            total_bytes: 4 << 30,
+            rate_bytes_per_s: 1 << 20,
+        };
+        assert_eq!(
+            progress(&p),
+            "25.0 % (1.00 GiB of 4.00 GiB) at 1.00 MiB/s, 00:51:12 left"
+        );
+        let empty = Progress {
+            done_bytes: 0,
+            total_bytes: 0,
+            rate_bytes_per_s: 0,
+        };
+        assert_eq!(progress(&empty), "100.0 % (0 B of 0 B) at 0 B/s");
+    }
+
+    #[test]
+    fn table_aligns_columns() {
+        let mut out = String::new();
+        let rows = vec![row(["a", "bb", "c"]), row(["long", "x", "y"])];
+        table(&mut out, "  ", &rows);
+        assert_eq!(out, "  a     bb  c\n  long  x   y\n");
+    }
+}
