@@ -9,6 +9,7 @@ pub mod cm;
 pub mod config;
 pub mod controller;
 pub mod discovery;
+pub mod http;
 pub mod io;
 pub mod metrics;
 pub mod mgmt;
