@@ -1,11 +1,21 @@
 //! Counters and latency histograms, updated lock-free by pollers and rendered in the Prometheus
-//! text exposition format (version 0.0.4) by the metrics endpoint.
+//! text exposition format (version 0.0.4) by the metrics endpoint (`crate::http`).
 //!
 //! Every counter is a relaxed atomic: pollers only add, the renderer only reads; a scrape may
 //! see a read counted in `reads` a moment before its bytes, which Prometheus tolerates.
+//! Gauges that the control plane already knows — array state, rebuild progress, per-QP pacer
+//! rate and RTT — come in as a plain-data [`Snapshot`] per scrape (built from the management
+//! status report with [`Snapshot::from_status`]), so nothing here locks the data path.
+//!
+//! Output invariants (tested by parsing it back): each family has exactly one `# HELP` and one
+//! `# TYPE` line, before its samples, and its samples are contiguous; label values are escaped
+//! (`\\`, `\"`, `\n`); histograms carry cumulative `_bucket{le=…}` series ending at `+Inf`,
+//! then `_sum` and `_count`; non-finite gauges print as `NaN`, `+Inf`, `-Inf`.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::mgmt::{StatusReport, ARRAY_STATES};
 
 /// Upper bounds of the latency buckets in microseconds (a 1-2-5 series from 1 µs to 1 s).
 pub const LATENCY_BUCKETS_US: [u64; 19] = [
@@ -57,18 +67,26 @@ impl Histogram {
         None
     }
 
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
+    fn render(&self, w: &mut Exposition, name: &str, labels: &[(&str, &str)]) {
+        let bucket = format!("{name}_bucket");
         let mut cumulative = 0;
         for (i, b) in self.buckets.iter().enumerate() {
             cumulative += b.load(Ordering::Relaxed);
-            let le = LATENCY_BUCKETS_US[i] as f64 / 1e6;
-            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
+            let le = (LATENCY_BUCKETS_US[i] as f64 / 1e6).to_string();
+            let mut l = labels.to_vec();
+            l.push(("le", &le));
+            w.sample(&bucket, &l, Value::Int(cumulative));
         }
+        // The counters are read one by one while pollers add, so the +Inf bucket is derived
+        // from the same reads as the finite ones (cumulative stays monotonic) and `_count` is
+        // that same total.
         cumulative += self.overflow.load(Ordering::Relaxed);
-        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {cumulative}");
+        let mut l = labels.to_vec();
+        l.push(("le", "+Inf"));
+        w.sample(&bucket, &l, Value::Int(cumulative));
         let sum = self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
-        let _ = writeln!(out, "{name}_sum{{{labels}}} {sum}");
-        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count());
+        w.sample(&format!("{name}_sum"), labels, Value::Float(sum));
+        w.sample(&format!("{name}_count"), labels, Value::Int(cumulative));
     }
 }
 
@@ -115,83 +133,321 @@ pub struct DataPathMetrics {
     pub payload_bytes_copied: AtomicU64,
 }
 
-fn counter(out: &mut String, name: &str, help: &str, samples: &[(String, u64)]) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-    for (labels, v) in samples {
-        let _ = writeln!(out, "{name}{{{labels}}} {v}");
+/// Gauges of one array at scrape time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArrayGauges {
+    /// Array name (the `array` label).
+    pub name: String,
+    /// One of [`ARRAY_STATES`]; anything else is exported as its own `state` label.
+    pub state: String,
+    /// Member slots not serving redundancy (failed, missing or still rebuilding).
+    pub degraded_members: u32,
+    /// Rebuild progress in `0.0..=1.0` while a rebuild runs.
+    pub rebuild_ratio: Option<f64>,
+    /// Scrub progress in `0.0..=1.0` while a scrub runs.
+    pub scrub_ratio: Option<f64>,
+}
+
+/// Gauges of one queue pair at scrape time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QpGauges {
+    /// Controller id (the `cntlid` label; unique target-wide).
+    pub cntlid: u16,
+    /// Queue id (the `qid` label).
+    pub qid: u16,
+    /// Pacer rate.
+    pub rate_bytes_per_s: f64,
+    /// Smoothed RTT in seconds (NaN before the first sample).
+    pub rtt_seconds: f64,
+    /// Commands in flight.
+    pub in_flight: u32,
+}
+
+/// The control plane's gauges for one scrape: plain data, no locks held while rendering.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    /// One entry per array.
+    pub arrays: Vec<ArrayGauges>,
+    /// One entry per queue pair of every connected controller.
+    pub queues: Vec<QpGauges>,
+}
+
+impl Snapshot {
+    /// The gauges a management status report carries. A member counts as degraded unless its
+    /// state is "active".
+    pub fn from_status(r: &StatusReport) -> Snapshot {
+        let arrays = r
+            .arrays
+            .iter()
+            .map(|a| ArrayGauges {
+                name: a.name.clone(),
+                state: a.state.clone(),
+                degraded_members: a
+                    .members
+                    .iter()
+                    .filter(|m| m.state != "active")
+                    .count()
+                    .try_into()
+                    .unwrap_or(u32::MAX),
+                rebuild_ratio: a.rebuild.map(|p| p.ratio()),
+                scrub_ratio: a.scrub.map(|p| p.ratio()),
+            })
+            .collect();
+        let queues = r
+            .controllers
+            .iter()
+            .flat_map(|c| {
+                c.queues.iter().map(|q| QpGauges {
+                    cntlid: c.cntlid,
+                    qid: q.qid,
+                    rate_bytes_per_s: q.rate_bytes_per_s,
+                    rtt_seconds: q.rtt_us / 1e6,
+                    in_flight: q.in_flight,
+                })
+            })
+            .collect();
+        Snapshot { arrays, queues }
     }
+}
+
+/// A sample value.
+#[derive(Clone, Copy)]
+enum Value {
+    Int(u64),
+    Float(f64),
+}
+
+/// Builds exposition text; each family is opened once with its HELP and TYPE.
+struct Exposition {
+    out: String,
+}
+
+impl Exposition {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let help = help.replace('\\', "\\\\").replace('\n', "\\n");
+        let _ = writeln!(self.out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], v: Value) {
+        self.out.push_str(name);
+        if !labels.is_empty() {
+            self.out.push('{');
+            for (i, (k, val)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.out.push(',');
+                }
+                let _ = write!(self.out, "{k}=\"{}\"", escape_label(val));
+            }
+            self.out.push('}');
+        }
+        let _ = match v {
+            Value::Int(n) => writeln!(self.out, " {n}"),
+            Value::Float(x) if x.is_nan() => writeln!(self.out, " NaN"),
+            Value::Float(x) if x.is_infinite() => {
+                writeln!(self.out, " {}Inf", if x > 0.0 { '+' } else { '-' })
+            }
+            Value::Float(x) => writeln!(self.out, " {x}"),
+        };
+    }
+
+    /// A family with one sample per item.
+    fn per<T>(
+        &mut self,
+        (name, kind, help): (&str, &str, &str),
+        items: &[T],
+        labels: impl Fn(&T) -> Vec<(&'static str, String)>,
+        value: impl Fn(&T) -> Value,
+    ) {
+        self.family(name, kind, help);
+        for it in items {
+            let owned = labels(it);
+            let l: Vec<(&str, &str)> = owned.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            self.sample(name, &l, value(it));
+        }
+    }
+}
+
+/// Escapes a label value: backslash, double quote and line feed.
+fn escape_label(v: &str) -> String {
+    let mut s = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => s.push_str("\\\\"),
+            '"' => s.push_str("\\\""),
+            '\n' => s.push_str("\\n"),
+            c => s.push(c),
+        }
+    }
+    s
 }
 
 /// Renders the metrics of `namespaces` (label value → metrics) and the data path.
 pub fn render(namespaces: &[(String, &NamespaceMetrics)], data_path: &DataPathMetrics) -> String {
-    let mut out = String::new();
-    let lbl = |ns: &str| {
-        format!(
-            "namespace=\"{}\"",
-            ns.replace('\\', "\\\\").replace('"', "\\\"")
-        )
-    };
-    let per = |f: &dyn Fn(&NamespaceMetrics) -> u64| -> Vec<(String, u64)> {
-        namespaces.iter().map(|(n, m)| (lbl(n), f(m))).collect()
-    };
-    counter(
-        &mut out,
-        "raidline_reads_total",
-        "Read commands completed.",
-        &per(&|m| m.reads.load(Ordering::Relaxed)),
-    );
-    counter(
-        &mut out,
-        "raidline_writes_total",
-        "Write commands completed.",
-        &per(&|m| m.writes.load(Ordering::Relaxed)),
-    );
-    counter(
-        &mut out,
-        "raidline_read_bytes_total",
-        "Bytes read by hosts.",
-        &per(&|m| m.bytes_read.load(Ordering::Relaxed)),
-    );
-    counter(
-        &mut out,
-        "raidline_written_bytes_total",
-        "Bytes written by hosts.",
-        &per(&|m| m.bytes_written.load(Ordering::Relaxed)),
-    );
-    counter(
-        &mut out,
-        "raidline_command_errors_total",
-        "I/O commands completed with an error status.",
-        &per(&|m| m.errors.load(Ordering::Relaxed)),
-    );
-    for (name, help, pick) in [
+    render_all(namespaces, data_path, &Snapshot::default())
+}
+
+/// Renders everything: per-namespace counters and latency histograms, the data-path counter,
+/// and the array and queue-pair gauges of `snapshot`.
+pub fn render_all(
+    namespaces: &[(String, &NamespaceMetrics)],
+    data_path: &DataPathMetrics,
+    snapshot: &Snapshot,
+) -> String {
+    let mut w = Exposition { out: String::new() };
+    let ns_label = |(n, _): &(String, &NamespaceMetrics)| vec![("namespace", n.clone())];
+    let load = |a: &AtomicU64| Value::Int(a.load(Ordering::Relaxed));
+    type Pick = fn(&NamespaceMetrics) -> &AtomicU64;
+    let counters: [(&str, &str, Pick); 5] = [
+        ("raidline_reads_total", "Read commands completed.", |m| {
+            &m.reads
+        }),
+        ("raidline_writes_total", "Write commands completed.", |m| {
+            &m.writes
+        }),
+        ("raidline_read_bytes_total", "Bytes read by hosts.", |m| {
+            &m.bytes_read
+        }),
+        (
+            "raidline_written_bytes_total",
+            "Bytes written by hosts.",
+            |m| &m.bytes_written,
+        ),
+        (
+            "raidline_command_errors_total",
+            "I/O commands completed with an error status.",
+            |m| &m.errors,
+        ),
+    ];
+    for (name, help, pick) in counters {
+        w.per((name, "counter", help), namespaces, ns_label, |(_, m)| {
+            load(pick(m))
+        });
+    }
+    type PickH = fn(&NamespaceMetrics) -> &Histogram;
+    let histograms: [(&str, &str, PickH); 2] = [
         (
             "raidline_read_latency_seconds",
             "Read latency from capsule to response.",
-            (|m: &NamespaceMetrics| &m.read_latency) as fn(&NamespaceMetrics) -> &Histogram,
+            |m| &m.read_latency,
         ),
         (
             "raidline_write_latency_seconds",
             "Write latency from capsule to response.",
-            |m: &NamespaceMetrics| &m.write_latency,
+            |m| &m.write_latency,
         ),
-    ] {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+    ];
+    for (name, help, pick) in histograms {
+        w.family(name, "histogram", help);
         for (n, m) in namespaces {
-            pick(m).render(&mut out, name, &lbl(n));
+            pick(m).render(&mut w, name, &[("namespace", n)]);
         }
     }
-    let _ = writeln!(
-        out,
-        "# HELP raidline_payload_bytes_copied_total Payload bytes copied on the data path (0 = zero-copy held).\n# TYPE raidline_payload_bytes_copied_total counter\nraidline_payload_bytes_copied_total {}",
-        data_path.payload_bytes_copied.load(Ordering::Relaxed)
+    w.family(
+        "raidline_payload_bytes_copied_total",
+        "counter",
+        "Payload bytes copied on the data path (0 = zero-copy held).",
     );
-    out
+    w.sample(
+        "raidline_payload_bytes_copied_total",
+        &[],
+        load(&data_path.payload_bytes_copied),
+    );
+
+    render_arrays(&mut w, &snapshot.arrays);
+    render_queues(&mut w, &snapshot.queues);
+    w.out
+}
+
+fn render_arrays(w: &mut Exposition, arrays: &[ArrayGauges]) {
+    let name = "raidline_array_state";
+    w.family(
+        name,
+        "gauge",
+        "Array state, one-hot: 1 for the current state, 0 for the others.",
+    );
+    for a in arrays {
+        for s in ARRAY_STATES {
+            let v = u64::from(a.state == s);
+            w.sample(name, &[("array", &a.name), ("state", s)], Value::Int(v));
+        }
+        if !ARRAY_STATES.contains(&a.state.as_str()) {
+            w.sample(
+                name,
+                &[("array", &a.name), ("state", &a.state)],
+                Value::Int(1),
+            );
+        }
+    }
+    let array_label = |a: &ArrayGauges| vec![("array", a.name.clone())];
+    w.per(
+        (
+            "raidline_array_degraded_members",
+            "gauge",
+            "Member slots not serving redundancy (failed, missing or rebuilding).",
+        ),
+        arrays,
+        array_label,
+        |a| Value::Int(u64::from(a.degraded_members)),
+    );
+    for (name, help, pick) in [
+        (
+            "raidline_array_rebuild_progress_ratio",
+            "Fraction of the running rebuild done (present only while one runs).",
+            (|a: &ArrayGauges| a.rebuild_ratio) as fn(&ArrayGauges) -> Option<f64>,
+        ),
+        (
+            "raidline_array_scrub_progress_ratio",
+            "Fraction of the running scrub done (present only while one runs).",
+            |a: &ArrayGauges| a.scrub_ratio,
+        ),
+    ] {
+        w.family(name, "gauge", help);
+        for a in arrays {
+            if let Some(r) = pick(a) {
+                w.sample(name, &[("array", &a.name)], Value::Float(r));
+            }
+        }
+    }
+}
+
+fn render_queues(w: &mut Exposition, queues: &[QpGauges]) {
+    let qp = |q: &QpGauges| vec![("cntlid", q.cntlid.to_string()), ("qid", q.qid.to_string())];
+    w.per(
+        (
+            "raidline_qp_rate_bytes_per_second",
+            "gauge",
+            "Pacer rate of the queue pair.",
+        ),
+        queues,
+        qp,
+        |q| Value::Float(q.rate_bytes_per_s),
+    );
+    w.per(
+        (
+            "raidline_qp_rtt_seconds",
+            "gauge",
+            "Smoothed RTT of the queue pair (NaN before the first sample).",
+        ),
+        queues,
+        qp,
+        |q| Value::Float(q.rtt_seconds),
+    );
+    w.per(
+        (
+            "raidline_qp_in_flight",
+            "gauge",
+            "Commands in flight on the queue pair.",
+        ),
+        queues,
+        qp,
+        |q| Value::Int(u64::from(q.in_flight)),
+    );
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::{BTreeMap, BTreeSet};
 
     #[test]
     fn histogram_buckets_and_quantiles() {
@@ -228,10 +484,393 @@ mod tests {
         );
         assert!(text.contains("raidline_write_latency_seconds_count{namespace=\"nqn.a:b/1\"} 1\n"));
         assert!(text.contains("raidline_payload_bytes_copied_total 0\n"));
-        // Every sample line is "name{labels} value" or "name value".
-        for line in text.lines().filter(|l| !l.starts_with('#')) {
-            let (_, v) = line.rsplit_once(' ').unwrap();
-            assert!(v.parse::<f64>().is_ok(), "{line}");
+        check_exposition(&text);
+    }
+
+    /// One parsed sample line.
+    #[derive(Debug)]
+    struct Sample {
+        name: String,
+        labels: BTreeMap<String, String>,
+        value: f64,
+    }
+
+    /// Parses `text` as exposition format 0.0.4 and checks the invariants the module header
+    /// promises; returns the samples with their family's type.
+    fn check_exposition(text: &str) -> Vec<(String, Sample)> {
+        assert!(text.ends_with('\n'), "no final newline");
+        let mut families: BTreeSet<String> = BTreeSet::new();
+        let mut current: Option<(String, String)> = None;
+        let mut series = BTreeSet::new();
+        let mut samples = Vec::new();
+        let mut lines = text.lines().peekable();
+        while let Some(line) = lines.next() {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                let (name, help) = rest.split_once(' ').expect("HELP has a text");
+                assert!(!help.is_empty());
+                assert!(
+                    families.insert(name.to_owned()),
+                    "family {name} opened twice"
+                );
+                let ty = lines.next().expect("TYPE after HELP");
+                let kind = ty
+                    .strip_prefix(&format!("# TYPE {name} "))
+                    .unwrap_or_else(|| panic!("TYPE for {name} right after HELP: {ty}"));
+                assert!(["counter", "gauge", "histogram"].contains(&kind), "{kind}");
+                current = Some((name.to_owned(), kind.to_owned()));
+                continue;
+            }
+            assert!(!line.starts_with('#'), "stray comment {line}");
+            let s = parse_sample(line);
+            let (family, kind) = current.clone().expect("sample before any family");
+            let ok = match kind.as_str() {
+                "histogram" => ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .any(|suf| s.name == format!("{family}{suf}")),
+                _ => s.name == family,
+            };
+            assert!(ok, "sample {} outside its family {family}", s.name);
+            assert!(
+                series.insert((s.name.clone(), s.labels.clone())),
+                "duplicate series {line}"
+            );
+            samples.push((kind, s));
+        }
+        check_histograms(&samples);
+        samples
+    }
+
+    fn parse_sample(line: &str) -> Sample {
+        let name_end = line
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+            .unwrap_or_else(|| panic!("no value: {line}"));
+        let name = &line[..name_end];
+        assert!(
+            name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_'),
+            "{line}"
+        );
+        let mut rest = &line[name_end..];
+        let mut labels = BTreeMap::new();
+        if let Some(r) = rest.strip_prefix('{') {
+            let mut chars = r.char_indices();
+            let mut key = String::new();
+            loop {
+                let (_, c) = chars.next().expect("unterminated labels");
+                match c {
+                    '}' if key.is_empty() => break,
+                    '=' => {
+                        assert_eq!(chars.next().map(|x| x.1), Some('"'), "{line}");
+                        let mut val = String::new();
+                        loop {
+                            match chars.next().expect("unterminated value").1 {
+                                '\\' => match chars.next().expect("dangling escape").1 {
+                                    '\\' => val.push('\\'),
+                                    '"' => val.push('"'),
+                                    'n' => val.push('\n'),
+                                    e => panic!("bad escape \\{e} in {line}"),
+                                },
+                                '"' => break,
+                                '\n' => panic!("raw newline in {line}"),
+                                c => val.push(c),
+                            }
+                        }
+                        assert!(
+                            labels.insert(std::mem::take(&mut key), val).is_none(),
+                            "repeated label in {line}"
+                        );
+                        match chars.next().expect("unterminated labels") {
+                            (_, ',') => {}
+                            (i, '}') => {
+                                rest = &r[i + 1..];
+                                break;
+                            }
+                            (_, c) => panic!("unexpected {c} in {line}"),
+                        }
+                    }
+                    c if c.is_ascii_alphanumeric() || c == '_' => key.push(c),
+                    c => panic!("bad label name char {c:?} in {line}"),
+                }
+            }
+        }
+        let v = rest.strip_prefix(' ').unwrap_or_else(|| panic!("{line}"));
+        let value = match v {
+            "NaN" => f64::NAN,
+            "+Inf" => f64::INFINITY,
+            "-Inf" => f64::NEG_INFINITY,
+            v => v.parse().unwrap_or_else(|_| panic!("bad value in {line}")),
+        };
+        Sample {
+            name: name.to_owned(),
+            labels,
+            value,
+        }
+    }
+
+    /// Buckets cumulative with ascending `le` ending at +Inf, and `_count` = the +Inf bucket.
+    fn check_histograms(samples: &[(String, Sample)]) {
+        type Series = (String, BTreeMap<String, String>);
+        let mut buckets: BTreeMap<Series, Vec<(f64, f64)>> = BTreeMap::new();
+        let mut counts = BTreeMap::new();
+        for (kind, s) in samples.iter().filter(|(k, _)| k == "histogram") {
+            assert_eq!(kind, "histogram");
+            if let Some(base) = s.name.strip_suffix("_bucket") {
+                let mut l = s.labels.clone();
+                let le = l.remove("le").expect("bucket without le");
+                let le = if le == "+Inf" {
+                    f64::INFINITY
+                } else {
+                    le.parse().unwrap()
+                };
+                buckets
+                    .entry((base.to_owned(), l))
+                    .or_default()
+                    .push((le, s.value));
+            } else if let Some(base) = s.name.strip_suffix("_count") {
+                counts.insert((base.to_owned(), s.labels.clone()), s.value);
+            }
+        }
+        assert_eq!(buckets.len(), counts.len());
+        for (key, b) in &buckets {
+            assert!(
+                b.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1),
+                "{key:?}"
+            );
+            let last = b.last().unwrap();
+            assert_eq!(last.0, f64::INFINITY, "{key:?}");
+            assert_eq!(Some(&last.1), counts.get(key), "{key:?}");
+        }
+    }
+
+    fn status() -> StatusReport {
+        use crate::mgmt::*;
+        let member = |role, state: &str| MemberStatus {
+            role,
+            path: format!("/dev/nvme{role}n1"),
+            state: state.into(),
+        };
+        let array = |name: &str, state: &str, members, rebuild| ArrayStatus {
+            name: name.into(),
+            uuid: String::new(),
+            state: state.into(),
+            capacity_bytes: 1 << 30,
+            chunk_bytes: 65536,
+            members,
+            spares: vec![],
+            rebuild,
+            scrub: None,
+            parity_engine: "cpu".into(),
+            write_hole_protection: true,
+        };
+        let q = |qid, rate, rtt_us| QueueStatus {
+            qid,
+            depth: 128,
+            in_flight: 3,
+            poller: 0,
+            rate_bytes_per_s: rate,
+            rtt_us,
+        };
+        StatusReport {
+            version: "0.1.0".into(),
+            uptime_s: 1,
+            listen: vec![],
+            arrays: vec![
+                array(
+                    "array0",
+                    "rebuilding",
+                    vec![
+                        member(0, "active"),
+                        member(1, "rebuilding"),
+                        member(2, "active"),
+                    ],
+                    Some(Progress {
+                        done_bytes: 1 << 28,
+                        total_bytes: 1 << 30,
+                        rate_bytes_per_s: 1,
+                    }),
+                ),
+                array(
+                    "odd\"one\\",
+                    "reshaping",
+                    vec![member(0, "failed"), member(1, "missing")],
+                    None,
+                ),
+            ],
+            subsystems: vec![],
+            controllers: vec![ControllerStatus {
+                cntlid: 3,
+                subnqn: "s".into(),
+                hostnqn: "h".into(),
+                host_addr: "a".into(),
+                kato_ms: 0,
+                queues: vec![q(0, 0.0, f64::NAN), q(1, 1.5e9, 25.0)],
+            }],
+        }
+    }
+
+    #[test]
+    fn snapshot_from_status() {
+        let snap = Snapshot::from_status(&status());
+        assert_eq!(
+            snap.arrays[0],
+            ArrayGauges {
+                name: "array0".into(),
+                state: "rebuilding".into(),
+                degraded_members: 1,
+                rebuild_ratio: Some(0.25),
+                scrub_ratio: None,
+            }
+        );
+        assert_eq!(snap.arrays[1].degraded_members, 2);
+        assert_eq!(snap.queues.len(), 2);
+        assert_eq!((snap.queues[1].cntlid, snap.queues[1].qid), (3, 1));
+        assert_eq!(snap.queues[1].rtt_seconds, 25e-6);
+        assert!(snap.queues[0].rtt_seconds.is_nan());
+    }
+
+    #[test]
+    fn full_render_is_valid_and_complete() {
+        let weird = "nqn.x:\"quoted\"\\back\nline/1";
+        let a = NamespaceMetrics::default();
+        let b = NamespaceMetrics::default();
+        for i in 0..100 {
+            a.read_done(4096, i * 10_000);
+        }
+        b.write_done(1 << 20, 3_000_000_000); // beyond the last bucket
+        b.errors.fetch_add(2, Ordering::Relaxed);
+        let dp = DataPathMetrics::default();
+        let snap = Snapshot::from_status(&status());
+        let text = render_all(&[("nqn.a:b/1".into(), &a), (weird.into(), &b)], &dp, &snap);
+        let samples = check_exposition(&text);
+        let get = |name: &str, labels: &[(&str, &str)]| -> f64 {
+            let want: BTreeMap<String, String> = labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            samples
+                .iter()
+                .find(|(_, s)| s.name == name && s.labels == want)
+                .unwrap_or_else(|| panic!("no {name} {labels:?} in\n{text}"))
+                .1
+                .value
+        };
+        // Label escaping round-trips.
+        assert_eq!(
+            get("raidline_command_errors_total", &[("namespace", weird)]),
+            2.0
+        );
+        assert_eq!(
+            get("raidline_written_bytes_total", &[("namespace", weird)]),
+            1048576.0
+        );
+        assert_eq!(
+            get(
+                "raidline_write_latency_seconds_bucket",
+                &[("namespace", weird), ("le", "1")]
+            ),
+            0.0
+        );
+        assert_eq!(
+            get(
+                "raidline_write_latency_seconds_bucket",
+                &[("namespace", weird), ("le", "+Inf")]
+            ),
+            1.0
+        );
+        assert_eq!(
+            get(
+                "raidline_write_latency_seconds_sum",
+                &[("namespace", weird)]
+            ),
+            3.0
+        );
+        assert_eq!(
+            get(
+                "raidline_read_latency_seconds_count",
+                &[("namespace", "nqn.a:b/1")]
+            ),
+            100.0
+        );
+        assert_eq!(
+            get(
+                "raidline_read_latency_seconds_bucket",
+                &[("namespace", "nqn.a:b/1"), ("le", "0.0002")]
+            ),
+            21.0
+        );
+        // Arrays: one-hot state, an unknown state kept, degraded members, progress.
+        for s in ARRAY_STATES {
+            let want = if s == "rebuilding" { 1.0 } else { 0.0 };
+            assert_eq!(
+                get("raidline_array_state", &[("array", "array0"), ("state", s)]),
+                want
+            );
+            assert_eq!(
+                get(
+                    "raidline_array_state",
+                    &[("array", "odd\"one\\"), ("state", s)]
+                ),
+                0.0
+            );
+        }
+        assert_eq!(
+            get(
+                "raidline_array_state",
+                &[("array", "odd\"one\\"), ("state", "reshaping")]
+            ),
+            1.0
+        );
+        assert_eq!(
+            get("raidline_array_degraded_members", &[("array", "array0")]),
+            1.0
+        );
+        assert_eq!(
+            get(
+                "raidline_array_rebuild_progress_ratio",
+                &[("array", "array0")]
+            ),
+            0.25
+        );
+        assert!(!text.contains("raidline_array_rebuild_progress_ratio{array=\"odd"));
+        // Queue pairs.
+        assert_eq!(
+            get(
+                "raidline_qp_rate_bytes_per_second",
+                &[("cntlid", "3"), ("qid", "1")]
+            ),
+            1.5e9
+        );
+        assert_eq!(
+            get("raidline_qp_rtt_seconds", &[("cntlid", "3"), ("qid", "1")]),
+            25e-6
+        );
+        assert!(get("raidline_qp_rtt_seconds", &[("cntlid", "3"), ("qid", "0")]).is_nan());
+        assert_eq!(
+            get("raidline_qp_in_flight", &[("cntlid", "3"), ("qid", "0")]),
+            3.0
+        );
+        assert!(text.contains("raidline_qp_rtt_seconds{cntlid=\"3\",qid=\"0\"} NaN\n"));
+    }
+
+    #[test]
+    fn an_empty_target_renders_valid_text() {
+        let text = render_all(&[], &DataPathMetrics::default(), &Snapshot::default());
+        let samples = check_exposition(&text);
+        assert_eq!(samples.len(), 1); // the payload-copy counter
+        assert!(text.contains("# TYPE raidline_qp_rtt_seconds gauge\n"));
+    }
+
+    #[test]
+    fn the_checker_rejects_broken_text() {
+        for bad in [
+            "# HELP a x\n# TYPE a counter\na 1\n# HELP a x\n# TYPE a counter\n",
+            "# HELP a x\n# TYPE a counter\nb 1\n",
+            "# HELP a x\n# TYPE a counter\na{l=\"x\\q\"} 1\n",
+            "# HELP a x\n# TYPE a counter\na{l=\"1\"} 1\na{l=\"1\"} 2\n",
+            "# HELP a x\n# TYPE a counter\na one\n",
+            "# HELP h x\n# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\nh_count 1\n",
+        ] {
+            let r = std::panic::catch_unwind(|| check_exposition(bad));
+            assert!(r.is_err(), "accepted {bad:?}");
         }
     }
 }
