@@ -5,6 +5,7 @@
 //! do, and I/O commands are validated into requests before anything touches storage. The
 //! daemon around it (fabric, pollers, RAID, management) is not written yet (issue 9).
 
+pub mod cli;
 pub mod cm;
 pub mod config;
 pub mod controller;

@@ -14,7 +14,7 @@
 mod render;
 mod server;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::path::PathBuf;
 

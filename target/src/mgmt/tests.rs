@@ -12,17 +12,17 @@ use super::*;
 const T: Duration = Duration::from_secs(5);
 
 /// A directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
+pub(crate) struct TempDir(pub(crate) PathBuf);
 
 impl TempDir {
-    fn new(name: &str) -> TempDir {
+    pub(crate) fn new(name: &str) -> TempDir {
         let dir = std::env::temp_dir().join(format!("rl-mgmt-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         TempDir(dir)
     }
 
-    fn sock(&self) -> PathBuf {
+    pub(crate) fn sock(&self) -> PathBuf {
         self.0.join("raidline.sock")
     }
 }
@@ -33,8 +33,9 @@ impl Drop for TempDir {
     }
 }
 
+/// A daemon stand-in: array0 exists, everything else is refused; member "panic" panics.
 #[derive(Default)]
-struct Fake {
+pub(crate) struct Fake {
     log: Mutex<Vec<String>>,
 }
 
@@ -70,6 +71,7 @@ impl Management for Fake {
     }
 }
 
+/// A status report with every part filled in.
 pub(crate) fn sample() -> StatusReport {
     StatusReport {
         version: "0.1.0".into(),
