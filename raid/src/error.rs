@@ -71,6 +71,15 @@ pub enum ParityError {
         /// Destination length.
         expected: usize,
     },
+    /// The engine's device failed (a GPU fault, or memory it could not map). After a fault
+    /// during an accumulate (`xor_acc`) the destination may hold partial results.
+    #[error("{engine}: device failure: {reason}")]
+    Device {
+        /// Engine name.
+        engine: &'static str,
+        /// What the device reported.
+        reason: String,
+    },
 }
 
 /// A member operation failed.

@@ -2,6 +2,8 @@
 //!
 //! - [`geometry`]: validated geometry and md's left-symmetric layout;
 //! - [`parity`]: the [`ParityEngine`] trait and the SIMD CPU XOR engine;
+//! - [`gpu`]: the engine choice (`cpu`/`gpu`/`auto`) and, with cargo feature `gpu`, the GPU
+//!   parity engine over mapped host memory;
 //! - [`member`]: the [`Member`] trait, in-memory and fault-injecting members;
 //! - [`io`]: member operations and executors ([`SyncExecutor`], [`UringExecutor`]);
 //! - [`superblock`]: the on-member superblock;
@@ -56,6 +58,7 @@
 pub mod array;
 pub mod error;
 pub mod geometry;
+pub mod gpu;
 pub mod io;
 pub mod member;
 pub mod parity;

@@ -4,13 +4,18 @@
 //! caller's (pool) buffers for new data, scratch buffers for parity and old data. An engine
 //! never keeps a reference after returning. Every source must be exactly as long as the
 //! destination, and at least one source is required; violations are a typed error, not a
-//! panic. A GPU engine (cargo feature `gpu`, later) implements the same trait.
+//! panic. The GPU engine (cargo feature `gpu`, [`crate::gpu`]) implements the same trait;
+//! engines that read memory through a device map it once with
+//! [`ParityEngine::register_memory`].
 //!
 //! [`CpuXor`] picks the widest SIMD level the CPU has at run time (AVX-512F, AVX2, SSE2 on
 //! x86-64; the vectorised kernels live in `sys::xor`, the only SIMD code allowed `unsafe_code`) and
 //! falls back to a portable 64-bit-word loop elsewhere. Every level computes identical bytes.
 
+use std::sync::Arc;
+
 use crate::error::ParityError;
+use crate::sys::buf::BufferArena;
 
 /// One parity computation of a batch: `dst = XOR(srcs)`.
 #[derive(Debug)]
@@ -39,6 +44,16 @@ pub trait ParityEngine: Send + Sync + std::fmt::Debug {
         for job in jobs.iter_mut() {
             self.xor_gen(&job.srcs, job.dst)?;
         }
+        Ok(())
+    }
+
+    /// Makes `arena`'s memory directly usable by the engine: a GPU engine maps it for
+    /// zero-copy access, and computes parity on the device only for buffers inside
+    /// registered arenas. Register the target's buffer pool and each array's
+    /// [`crate::Array::scratch_arena`] (parity and old-data scratch). CPU engines need
+    /// nothing: the default does nothing.
+    fn register_memory(&self, arena: &Arc<BufferArena>) -> Result<(), ParityError> {
+        let _ = arena;
         Ok(())
     }
 }
@@ -137,7 +152,8 @@ impl ParityEngine for CpuXor {
     }
 }
 
-fn check(srcs: &[&[u8]], dst: &[u8]) -> Result<(), ParityError> {
+/// The trait's argument rules: at least one source, each as long as `dst`.
+pub(crate) fn check(srcs: &[&[u8]], dst: &[u8]) -> Result<(), ParityError> {
     if srcs.is_empty() {
         return Err(ParityError::NoSources);
     }

@@ -1,5 +1,6 @@
 //! The crate's `unsafe` room: SIMD XOR kernels, the io_uring executor, and (feature `isal`)
-//! the ISA-L declarations used by the parity benchmark. Everything else in the crate is safe
+//! the ISA-L declarations used by the parity benchmark, and (feature `gpu`) CUDA for the GPU
+//! parity engine. Everything else in the crate is safe
 //! code; each submodule states the invariants its `unsafe` blocks rely on.
 
 pub mod buf;
@@ -12,3 +13,6 @@ pub mod uring;
 
 #[cfg(feature = "isal")]
 pub mod isal;
+
+#[cfg(feature = "gpu")]
+pub mod gpu;
