@@ -467,7 +467,9 @@ pub fn config_summary(c: &Config) -> String {
     let mut s = String::new();
     let listen: Vec<String> = c.listen.iter().map(ToString::to_string).collect();
     let _ = writeln!(s, "  listen: {}", listen.join(", "));
-    let _ = writeln!(s, "  pollers: {} ({:?} polling)", c.cores, c.poll_mode);
+    // The variants are single words; lower case is how the file spells them.
+    let poll_mode = format!("{:?}", c.poll_mode).to_lowercase();
+    let _ = writeln!(s, "  pollers: {} ({poll_mode} polling)", c.cores);
     let _ = writeln!(s, "  management socket: {}", c.management_socket.display());
     match c.metrics {
         Some(a) => {
@@ -507,13 +509,13 @@ pub fn config_summary(c: &Config) -> String {
     for a in &c.arrays {
         let _ = writeln!(
             s,
-            "  array {}: RAID-5 over {} members, {} spares, chunk {} KiB, parity {:?}, \
+            "  array {}: RAID-5 over {} members, {} spares, chunk {} KiB, parity {}, \
              rebuild {} MB/s",
             a.name,
             a.members.len(),
             a.spares.len(),
             a.chunk_bytes / 1024,
-            a.parity,
+            format!("{:?}", a.parity).to_lowercase(),
             a.rebuild_mb_s
         );
         for m in &a.members {
@@ -863,11 +865,11 @@ mod tests {
         );
         for want in [
             "  listen: 0.0.0.0:4420\n",
-            "  pollers: 2 (Adaptive polling)\n",
+            "  pollers: 2 (adaptive polling)\n",
             "  management socket: /run/raidline/raidline.sock\n",
             "  metrics: http://127.0.0.1:9420/metrics\n",
             "  congestion control: rtt-aimd\n",
-            "  array array0: RAID-5 over 4 members, 0 spares, chunk 64 KiB, parity Cpu, rebuild 200 MB/s\n",
+            "  array array0: RAID-5 over 4 members, 0 spares, chunk 64 KiB, parity cpu, rebuild 200 MB/s\n",
             "    member /dev/nvme3n1\n",
             "  subsystem nqn.2026-11.io.raidline:array0: model \"Raidline RAID-5\", serial derived from the array, 1 allowed host(s)\n",
             "    namespace 1 on array array0\n",
