@@ -24,6 +24,7 @@ pub mod fault;
 pub mod mem;
 pub mod slab;
 pub mod sys_mem;
+pub mod sys_poll;
 pub mod types;
 #[cfg(feature = "verbs")]
 pub mod verbs;

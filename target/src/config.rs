@@ -102,6 +102,8 @@ struct RawTarget {
     management_socket: PathBuf,
     #[serde(default)]
     metrics: Option<Spanned<String>>,
+    #[serde(default)]
+    rdma_device: Option<String>,
 }
 
 impl Default for RawTarget {
@@ -111,6 +113,7 @@ impl Default for RawTarget {
             cores: default_cores(),
             poll_mode: PollMode::default(),
             management_socket: default_socket(),
+            rdma_device: None,
             metrics: None,
         }
     }
@@ -210,6 +213,8 @@ pub struct Config {
     pub poll_mode: PollMode,
     /// Management socket path.
     pub management_socket: PathBuf,
+    /// RDMA device to serve on (e.g. `rxe_eth0`); `None` = the first one.
+    pub rdma_device: Option<String>,
     /// Prometheus metrics address, if any.
     pub metrics: Option<SocketAddr>,
     /// Transport limits.
@@ -502,6 +507,7 @@ impl Config {
             cores,
             poll_mode: t.poll_mode,
             management_socket: t.management_socket.clone(),
+            rdma_device: t.rdma_device.clone(),
             metrics,
             limits,
             cc,

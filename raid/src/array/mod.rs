@@ -285,6 +285,25 @@ impl Array {
         self.read_state().slots.iter().map(|s| s.state).collect()
     }
 
+    /// Name (path) of the member in every role; `None` for a role with no member (missing or
+    /// failed and detached).
+    pub fn member_names(&self) -> Vec<Option<String>> {
+        self.read_state()
+            .slots
+            .iter()
+            .map(|s| s.member.as_ref().map(|m| m.name().to_string()))
+            .collect()
+    }
+
+    /// Names (paths) of the hot spares.
+    pub fn spare_names(&self) -> Vec<String> {
+        self.read_state()
+            .spares
+            .iter()
+            .map(|(m, _)| m.name().to_string())
+            .collect()
+    }
+
     /// Roles not fully in sync (failed, or being rebuilt).
     pub fn degraded_roles(&self) -> Vec<usize> {
         let st = self.read_state();

@@ -1,0 +1,331 @@
+//! What stores a namespace's blocks, and the per-poller queues that execute requests on it.
+//!
+//! A namespace is backed by a RAID-5 [`Array`] or by one plain file or block device (tests and
+//! labs). A poller never blocks on storage: it submits [`Request`]s to its own [`NsQueue`] for
+//! the namespace and collects [`Completion`]s. An array queue is the RAID engine's
+//! [`RaidQueue`] (worker threads, each with its own io_uring when the kernel has one); a file
+//! queue is the same shape over [`Member`] calls. Buffers travel by value: the request owns
+//! the pool [`IoBuf`] while the storage works on it, and the completion hands it back.
+//!
+//! Invariant: every submitted request completes exactly once, with its buffer.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use raidline_raid::{
+    Array, BufferArena, Completion, Executor, FileMember, Member, MemberError, MemberOp, RaidError,
+    RaidQueue, Request, RequestKind, SyncExecutor, UringExecutor,
+};
+
+/// What stores a namespace.
+#[derive(Clone, Debug)]
+pub enum Backend {
+    /// A RAID-5 array.
+    Array(Arc<Array>),
+    /// One file or block device.
+    File(Arc<dyn Member>),
+}
+
+impl Backend {
+    /// Usable bytes.
+    pub fn capacity_bytes(&self) -> u64 {
+        match self {
+            Backend::Array(a) => a.geometry().capacity_bytes(),
+            Backend::File(m) => m.size_bytes(),
+        }
+    }
+
+    /// Preferred write size in bytes: a full stripe for an array, one block otherwise.
+    pub fn preferred_write_bytes(&self) -> u64 {
+        match self {
+            Backend::Array(a) => {
+                a.geometry().stripe_data_blocks() * a.geometry().block_bytes() as u64
+            }
+            Backend::File(_) => 0,
+        }
+    }
+}
+
+/// An executor chosen at run time: io_uring when the kernel offers it, else synchronous calls.
+pub enum AnyExecutor {
+    /// One io_uring per worker.
+    Uring(Box<UringExecutor>),
+    /// Member calls on the worker thread.
+    Sync(SyncExecutor),
+}
+
+impl AnyExecutor {
+    /// An io_uring executor with `arenas` registered as fixed buffers, or the synchronous one
+    /// when the kernel refuses io_uring (containers often do).
+    pub fn best(arenas: &[Arc<BufferArena>]) -> AnyExecutor {
+        match UringExecutor::new(256) {
+            Ok(mut u) => {
+                if let Err(e) = u.register_arenas(arenas) {
+                    tracing::debug!("io_uring fixed buffers not registered: {e}");
+                }
+                AnyExecutor::Uring(Box::new(u))
+            }
+            Err(e) => {
+                tracing::debug!("io_uring unavailable ({e}); member I/O runs synchronously");
+                AnyExecutor::Sync(SyncExecutor)
+            }
+        }
+    }
+}
+
+impl Executor for AnyExecutor {
+    fn execute(&mut self, ops: &mut [MemberOp<'_>]) {
+        match self {
+            AnyExecutor::Uring(u) => u.execute(ops),
+            AnyExecutor::Sync(s) => s.execute(ops),
+        }
+    }
+
+    fn execute_then<'a>(
+        &mut self,
+        first: &mut [MemberOp<'a>],
+        then: &mut dyn FnMut() -> Vec<MemberOp<'a>>,
+    ) -> Vec<MemberOp<'a>> {
+        match self {
+            AnyExecutor::Uring(u) => u.execute_then(first, then),
+            AnyExecutor::Sync(s) => s.execute_then(first, then),
+        }
+    }
+}
+
+/// A poller's queue to one namespace's storage.
+pub(crate) enum NsQueue {
+    Array(RaidQueue),
+    File(FileQueue),
+}
+
+impl NsQueue {
+    /// Starts `workers` worker threads for `backend`; `arenas` are the poller's pool arenas
+    /// (registered with each worker's io_uring as fixed buffers).
+    pub(crate) fn start(
+        backend: &Backend,
+        workers: usize,
+        arenas: Vec<Arc<BufferArena>>,
+    ) -> std::io::Result<NsQueue> {
+        match backend {
+            Backend::Array(a) => {
+                let q = RaidQueue::new(a.clone(), workers, move || Ok(AnyExecutor::best(&arenas)))?;
+                Ok(NsQueue::Array(q))
+            }
+            Backend::File(m) => Ok(NsQueue::File(FileQueue::new(m.clone(), workers)?)),
+        }
+    }
+
+    pub(crate) fn submit(&self, req: Request) -> Result<(), Request> {
+        match self {
+            NsQueue::Array(q) => q.submit(req),
+            NsQueue::File(q) => q.submit(req),
+        }
+    }
+
+    pub(crate) fn poll(&self, out: &mut Vec<Completion>) -> usize {
+        match self {
+            NsQueue::Array(q) => q.poll(out),
+            NsQueue::File(q) => q.poll(out),
+        }
+    }
+}
+
+/// [`RaidQueue`]'s shape over one member: worker threads run `read_at`/`write_at`/`flush`.
+pub(crate) struct FileQueue {
+    jobs: Option<Sender<Request>>,
+    done: Receiver<Completion>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl FileQueue {
+    fn new(member: Arc<dyn Member>, workers: usize) -> std::io::Result<FileQueue> {
+        let (jobs_tx, jobs_rx) = channel::<Request>();
+        let (done_tx, done_rx) = channel::<Completion>();
+        let jobs_rx = Arc::new(Mutex::new(jobs_rx));
+        let mut handles = Vec::new();
+        for i in 0..workers.max(1) {
+            let (member, jobs_rx, done_tx) = (member.clone(), jobs_rx.clone(), done_tx.clone());
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("file-worker-{i}"))
+                    .spawn(move || loop {
+                        let next = jobs_rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                        let Ok(mut req) = next else { return };
+                        let result = serve_file(&*member, &mut req);
+                        let done = Completion {
+                            tag: req.tag,
+                            buf: req.buf,
+                            result,
+                        };
+                        if done_tx.send(done).is_err() {
+                            return;
+                        }
+                    })?,
+            );
+        }
+        Ok(FileQueue {
+            jobs: Some(jobs_tx),
+            done: done_rx,
+            workers: handles,
+        })
+    }
+
+    fn submit(&self, req: Request) -> Result<(), Request> {
+        match &self.jobs {
+            Some(tx) => tx.send(req).map_err(|e| e.0),
+            None => Err(req),
+        }
+    }
+
+    fn poll(&self, out: &mut Vec<Completion>) -> usize {
+        let mut n = 0;
+        loop {
+            match self.done.try_recv() {
+                Ok(c) => {
+                    out.push(c);
+                    n += 1;
+                }
+                Err(TryRecvError::Empty) | Err(TryRecvError::Disconnected) => return n,
+            }
+        }
+    }
+}
+
+impl Drop for FileQueue {
+    fn drop(&mut self) {
+        self.jobs = None;
+        for h in self.workers.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+fn serve_file(member: &dyn Member, req: &mut Request) -> Result<(), RaidError> {
+    let offset = req.lba.0 * 4096;
+    let member_err = |source| RaidError::Member {
+        role: raidline_raid::MemberIdx(0),
+        source,
+    };
+    match (req.kind, req.buf.as_mut()) {
+        (RequestKind::Flush, _) => member.flush().map_err(member_err),
+        (_, Some(buf)) if req.len <= buf.len() => match req.kind {
+            RequestKind::Read => member.read_at(offset, &mut buf[..req.len]),
+            _ => member.write_at(offset, &buf[..req.len]),
+        }
+        .map_err(member_err),
+        _ => Err(RaidError::BufferSize {
+            len: req.len,
+            block: 4096,
+        }),
+    }
+}
+
+/// A file or block device used through the page cache (`pread`/`pwrite`), for filesystems
+/// without `O_DIRECT` (tmpfs) and for test files. `flush` is `fdatasync`.
+#[derive(Debug)]
+pub struct BufferedFile {
+    name: String,
+    file: File,
+    size: u64,
+}
+
+impl BufferedFile {
+    /// Opens `path` read-write; with `create_size`, creates it (sparse) when missing.
+    pub fn open(path: &Path, create_size: Option<u64>) -> std::io::Result<BufferedFile> {
+        let file = match create_size {
+            Some(size) if !path.exists() => {
+                let f = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .open(path)?;
+                f.set_len(size)?;
+                f
+            }
+            _ => OpenOptions::new().read(true).write(true).open(path)?,
+        };
+        let size = device_size(&file)?;
+        Ok(BufferedFile {
+            name: path.display().to_string(),
+            file,
+            size,
+        })
+    }
+}
+
+/// Size of a regular file or a block device (seek to the end: works for both).
+fn device_size(file: &File) -> std::io::Result<u64> {
+    use std::io::{Seek, SeekFrom};
+    let mut f = file;
+    let end = f.seek(SeekFrom::End(0))?;
+    f.seek(SeekFrom::Start(0))?;
+    Ok(end)
+}
+
+impl Member for BufferedFile {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn size_bytes(&self) -> u64 {
+        self.size
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), MemberError> {
+        self.check(offset, buf.len())?;
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|source| self.io(offset, source))
+    }
+    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), MemberError> {
+        self.check(offset, buf.len())?;
+        self.file
+            .write_all_at(buf, offset)
+            .map_err(|source| self.io(offset, source))
+    }
+    fn flush(&self) -> Result<(), MemberError> {
+        self.file.sync_data().map_err(|source| self.io(0, source))
+    }
+}
+
+impl BufferedFile {
+    fn check(&self, offset: u64, len: usize) -> Result<(), MemberError> {
+        match offset.checked_add(len as u64) {
+            Some(end) if end <= self.size => Ok(()),
+            _ => Err(MemberError::OutOfRange {
+                member: self.name.clone(),
+                offset,
+                len,
+                size: self.size,
+            }),
+        }
+    }
+    fn io(&self, offset: u64, source: std::io::Error) -> MemberError {
+        MemberError::Io {
+            member: self.name.clone(),
+            offset,
+            source,
+        }
+    }
+}
+
+/// Opens a member device or file: `O_DIRECT` when the filesystem allows it (drives, most
+/// filesystems), else through the page cache with a logged warning.
+pub fn open_member(path: &Path, create_size: Option<u64>) -> std::io::Result<Arc<dyn Member>> {
+    if create_size.is_some() && !path.exists() {
+        BufferedFile::open(path, create_size)?;
+    }
+    match FileMember::open(path, 4096) {
+        Ok(m) => Ok(Arc::new(m)),
+        Err(e) => {
+            tracing::warn!(
+                "{}: O_DIRECT open failed ({e}); using the page cache (fdatasync on flush)",
+                path.display()
+            );
+            Ok(Arc::new(BufferedFile::open(path, None)?))
+        }
+    }
+}

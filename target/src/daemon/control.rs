@@ -1,0 +1,447 @@
+//! The control thread: owns the RDMA CM, accepts or rejects queue pairs, hands them to
+//! pollers, tears connections down, enforces keep-alive, and turns array health changes into
+//! asynchronous events.
+//!
+//! It never touches a command: pollers own their queues. What it shares with them is the
+//! registry and the controller table (locks on the control path only) and two channels.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use raidline_fabric::slab::Endpoint;
+use raidline_fabric::sys_poll::wait_readable;
+use raidline_fabric::{
+    AcceptParams, CmEvent, ConnId, ConnectionManager, Fabric, IncomingRequest, QpCaps, QpInit,
+};
+use raidline_proto::aen::{AsyncEvent, SmartEvent};
+use raidline_proto::rdma_cm::CmReject;
+
+use super::poller::PollerMsg;
+use super::pool::RecvBuffers;
+use super::queue::{Queue, Wr};
+use super::{ControlMsg, Shared};
+use crate::queue::{QueueRole, QueueState};
+
+/// How a poller is reached.
+pub(crate) struct PollerLink<F: Fabric> {
+    pub tx: Sender<PollerMsg<F>>,
+    pub cq: F::CqHandle,
+}
+
+struct ConnInfo {
+    poller: usize,
+    disconnected: bool,
+    closed: bool,
+    released: bool,
+}
+
+pub(crate) struct Control<F: Fabric> {
+    pub fabric: Arc<F>,
+    pub pd: F::Pd,
+    pub cm: F::Cm,
+    pub shared: Arc<Shared>,
+    pub rx: Receiver<ControlMsg>,
+    pub pollers: Vec<PollerLink<F>>,
+    conns: HashMap<ConnId, ConnInfo>,
+    next_poller: usize,
+    degraded: Vec<usize>,
+    last_health: Instant,
+}
+
+impl<F: Fabric> Control<F> {
+    pub(crate) fn new(
+        fabric: Arc<F>,
+        pd: F::Pd,
+        cm: F::Cm,
+        shared: Arc<Shared>,
+        rx: Receiver<ControlMsg>,
+        pollers: Vec<PollerLink<F>>,
+    ) -> Self {
+        let degraded = shared
+            .arrays
+            .iter()
+            .map(|a| a.array.degraded_roles().len())
+            .collect();
+        Control {
+            fabric,
+            pd,
+            cm,
+            shared,
+            rx,
+            pollers,
+            conns: HashMap::new(),
+            next_poller: 0,
+            degraded,
+            last_health: Instant::now(),
+        }
+    }
+
+    /// Runs until [`Shared::exit`] is set; then disconnects whatever is left.
+    pub(crate) fn run(mut self) {
+        let mut drained = false;
+        loop {
+            let _ = wait_readable(&self.cm, Duration::from_millis(20));
+            loop {
+                match self.cm.poll_event() {
+                    Ok(Some(ev)) => self.on_event(ev),
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::error!("RDMA CM event channel failed: {e}");
+                        break;
+                    }
+                }
+            }
+            while let Ok(msg) = self.rx.try_recv() {
+                self.on_msg(msg);
+            }
+            self.keep_alive();
+            if self.last_health.elapsed() >= Duration::from_millis(250) {
+                self.last_health = Instant::now();
+                self.health();
+            }
+            if self.shared.stopping.load(Ordering::Acquire) && !drained {
+                drained = true;
+                for p in &self.pollers {
+                    let _ = p.tx.send(PollerMsg::Drain);
+                }
+            }
+            if self.shared.exit.load(Ordering::Acquire) {
+                let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+                for c in conns {
+                    let _ = self.cm.disconnect(c);
+                    self.cm.release(c);
+                }
+                return;
+            }
+        }
+    }
+
+    fn on_event(&mut self, ev: CmEvent<F>) {
+        match ev {
+            CmEvent::ConnectRequest(req) => self.on_request(req),
+            CmEvent::Established { conn, .. } => {
+                tracing::debug!("connection {conn:?} established");
+            }
+            CmEvent::Disconnected { conn } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    if !c.disconnected {
+                        c.disconnected = true;
+                        let _ = self.cm.disconnect(conn);
+                    }
+                    if !c.closed {
+                        let _ = self.pollers[c.poller]
+                            .tx
+                            .send(PollerMsg::Close(conn, "host disconnected".into()));
+                    }
+                }
+            }
+            CmEvent::TimewaitExit { conn } => {
+                self.cm.release(conn);
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.released = true;
+                    if c.closed {
+                        self.conns.remove(&conn);
+                    }
+                }
+            }
+            CmEvent::DeviceRemoval { conn } => {
+                tracing::error!("RDMA device removed (connection {conn:?}): closing every queue");
+                let all: Vec<(ConnId, usize)> =
+                    self.conns.iter().map(|(k, v)| (*k, v.poller)).collect();
+                for (c, p) in all {
+                    let _ = self.pollers[p]
+                        .tx
+                        .send(PollerMsg::Close(c, "RDMA device removed".into()));
+                }
+            }
+            CmEvent::Rejected { .. } | CmEvent::ConnectFailed { .. } => {}
+        }
+    }
+
+    fn on_request(&mut self, req: F::Request) {
+        let info = req.info().clone();
+        let peer = info
+            .remote_addr
+            .map_or_else(|| "unknown address".to_string(), |a| a.to_string());
+        if self.shared.stopping.load(Ordering::Acquire) {
+            tracing::info!("refusing a connection from {peer}: shutting down");
+            let _ = self.cm.reject(req, &[]);
+            return;
+        }
+        let limits = self.shared.limits;
+        let setup = match crate::cm::decide(
+            &info.private_data,
+            // The CM swapped the host's values: this is its responder resources, the RDMA
+            // READs we may have outstanding against it.
+            info.initiator_depth,
+            self.fabric.attrs().max_qp_init_rd_atom,
+            &limits,
+        ) {
+            Ok(s) => s,
+            Err(status) => {
+                tracing::warn!("rejecting an RDMA connection from {peer}: {status:?}");
+                let rej = CmReject { recfmt: 0, status };
+                let _ = self.cm.reject(req, &rej.to_bytes());
+                return;
+            }
+        };
+        let depth = usize::from(setup.depth);
+        let icd = if setup.qid == 0 {
+            0
+        } else {
+            limits.in_capsule_data as usize
+        };
+        let (bufs, slots) = match RecvBuffers::new(&*self.fabric, &self.pd, depth, icd) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::error!("rejecting a queue from {peer}: receive buffers: {e}");
+                let _ = self.cm.reject(req, &[]);
+                return;
+            }
+        };
+        let p = self.next_poller % self.pollers.len().max(1);
+        self.next_poller = self.next_poller.wrapping_add(1);
+        let sq = 2 * depth as u32 + 2;
+        let init = QpInit {
+            pd: self.pd.clone(),
+            send_cq: self.pollers[p].cq.clone(),
+            recv_cq: self.pollers[p].cq.clone(),
+            srq: None,
+            caps: QpCaps {
+                max_send_wr: sq,
+                max_recv_wr: depth as u32,
+                max_send_sge: 2,
+                max_recv_sge: 2,
+                max_inline_data: 64,
+            },
+        };
+        let params = AcceptParams {
+            private_data: setup.accept.to_bytes().to_vec(),
+            responder_resources: info
+                .responder_resources
+                .min(u8::try_from(self.fabric.attrs().max_qp_rd_atom).unwrap_or(u8::MAX)),
+            initiator_depth: setup.initiator_depth,
+            rnr_retry_count: 7,
+        };
+        let qp = match self.cm.accept(req, init, params) {
+            Ok(qp) => qp,
+            Err((e, req)) => {
+                tracing::error!("accepting a queue from {peer} failed: {e}");
+                let _ = self.cm.reject(req, &[]);
+                return;
+            }
+        };
+        let mut q = Queue {
+            conn: info.conn,
+            ep: Endpoint::new(qp, sq),
+            proto: QueueState::new(setup.depth),
+            setup,
+            recv_bufs: bufs,
+            peer: info.remote_addr,
+            reads_in_flight: 0,
+            read_wait: Default::default(),
+            ctrl: None,
+            served: None,
+            cntlid: 0,
+            parked: HashMap::new(),
+            elsewhere: 0,
+            closing: false,
+            close_reason: None,
+            posted_recvs: 0,
+        };
+        for slot in slots {
+            let sges = match q.recv_bufs.sges(&slot.cmd, slot.icd.as_ref()) {
+                Ok(s) => s,
+                Err(e) => {
+                    q.close(format!("receive buffers: {e}"));
+                    break;
+                }
+            };
+            match q.ep.post_recv(Wr::Recv(slot), &sges) {
+                Ok(()) => q.posted_recvs += 1,
+                Err(rej) => {
+                    q.close(format!("receive not posted: {}", rej.error));
+                    break;
+                }
+            }
+        }
+        tracing::debug!(
+            "queue {} from {peer} accepted on poller {p} (depth {}, ORD {})",
+            setup.qid,
+            setup.depth,
+            setup.initiator_depth
+        );
+        self.conns.insert(
+            info.conn,
+            ConnInfo {
+                poller: p,
+                disconnected: false,
+                closed: false,
+                released: false,
+            },
+        );
+        let _ = self.pollers[p].tx.send(PollerMsg::NewQueue(Box::new(q)));
+    }
+
+    fn on_msg(&mut self, msg: ControlMsg) {
+        match msg {
+            ControlMsg::QueueClosed { conn, role, reason } => {
+                self.queue_closed(role, &reason);
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.closed = true;
+                    if !c.disconnected {
+                        c.disconnected = true;
+                        let _ = self.cm.disconnect(conn);
+                    }
+                    if c.released {
+                        self.conns.remove(&conn);
+                    }
+                }
+            }
+        }
+    }
+
+    fn queue_closed(&mut self, role: QueueRole, reason: &str) {
+        match role {
+            QueueRole::Admin { cntlid } => {
+                let io = {
+                    let mut reg = self
+                        .shared
+                        .registry
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner());
+                    reg.remove_controller(cntlid)
+                };
+                let entry = self
+                    .shared
+                    .controllers
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&cntlid);
+                if let Some(e) = entry {
+                    tracing::info!(
+                        "controller {cntlid} disconnected: host {} ({}) from {}: {reason}",
+                        e.hostnqn,
+                        e.host_addr,
+                        e.subnqn
+                    );
+                    for (qid, conn, poller) in e.conns {
+                        if qid != 0 && io.contains(&qid) {
+                            let _ = self.pollers[poller]
+                                .tx
+                                .send(PollerMsg::Close(conn, "controller went away".into()));
+                        }
+                    }
+                }
+            }
+            QueueRole::Io { cntlid, qid } => {
+                {
+                    let mut reg = self
+                        .shared
+                        .registry
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner());
+                    reg.io_queue_gone(cntlid, qid);
+                }
+                let mut ctrls = self
+                    .shared
+                    .controllers
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                if let Some(e) = ctrls.get_mut(&cntlid) {
+                    e.conns.retain(|(q, _, _)| *q != qid);
+                }
+                tracing::debug!("controller {cntlid}: I/O queue {qid} closed: {reason}");
+            }
+            QueueRole::Unconnected => {
+                tracing::debug!("unconnected queue closed: {reason}");
+            }
+        }
+    }
+
+    fn keep_alive(&mut self) {
+        let now = Instant::now();
+        let mut expired = Vec::new();
+        {
+            let mut ctrls = self
+                .shared
+                .controllers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            for (cntlid, e) in ctrls.iter_mut() {
+                if e.expired {
+                    continue;
+                }
+                let exp = e
+                    .ctrl
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .handle_timeout(now);
+                if let Some(crate::controller::Expiry::KeepAlive { kato }) = exp {
+                    e.expired = true;
+                    tracing::warn!(
+                        "controller {cntlid}: keep-alive timeout ({} ms) expired for host {} ({}); tearing it down",
+                        kato.as_millis(),
+                        e.hostnqn,
+                        e.host_addr
+                    );
+                    expired.extend(e.conns.iter().map(|(_, c, p)| (*c, *p)));
+                }
+            }
+        }
+        for (conn, p) in expired {
+            let _ = self.pollers[p]
+                .tx
+                .send(PollerMsg::Close(conn, "keep-alive timeout".into()));
+            if let Some(c) = self.conns.get_mut(&conn) {
+                if !c.disconnected {
+                    c.disconnected = true;
+                    let _ = self.cm.disconnect(conn);
+                }
+            }
+        }
+    }
+
+    /// Posts a SMART reliability event to the controllers of every subsystem using an array
+    /// whose number of missing members changed, and keeps their critical warning bit current.
+    fn health(&mut self) {
+        for (i, a) in self.shared.arrays.iter().enumerate() {
+            let now = a.array.degraded_roles().len();
+            if now == self.degraded[i] {
+                continue;
+            }
+            let was = self.degraded[i];
+            self.degraded[i] = now;
+            if now > was {
+                tracing::warn!("array {}: degraded ({now} member(s) missing)", a.name);
+            } else {
+                tracing::info!("array {}: {now} member(s) missing (was {was})", a.name);
+            }
+            let subs: Vec<String> = self
+                .shared
+                .namespaces
+                .iter()
+                .filter(|n| n.array.as_deref() == Some(a.name.as_str()))
+                .map(|n| n.subnqn.to_string())
+                .collect();
+            let ctrls = self
+                .shared
+                .controllers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            for e in ctrls.values().filter(|e| subs.contains(&e.subnqn)) {
+                let mut c = e.ctrl.lock().unwrap_or_else(|p| p.into_inner());
+                let s = c.stats_mut();
+                if now > 0 {
+                    s.critical_warning |= 1 << 2;
+                } else {
+                    s.critical_warning &= !(1 << 2);
+                }
+                c.post_event(AsyncEvent::smart(SmartEvent::RELIABILITY), &[]);
+            }
+        }
+    }
+}

@@ -1,0 +1,456 @@
+//! The running target: a control thread (RDMA CM, connection life cycle, keep-alive, array
+//! health), N poller threads (the data path, one completion queue each), per-array
+//! maintenance threads (resync, rebuild, scrub), all generic over the [`Fabric`] so the same
+//! code serves soft-RoCE/verbs in the daemon and the in-memory fabric in the tests.
+//!
+//! Shared state is small and off the I/O path: the registry and the controller table behind
+//! locks taken on connect, disconnect and keep-alive checks; namespaces and arrays are
+//! immutable after start. Pollers own their queues outright.
+//!
+//! Shutdown ([`Target::shutdown`]): stop accepting connections, let every poller finish the
+//! commands it has started (new capsules are left unanswered, so hosts retry them after
+//! reconnecting), close the queues, then flush and stop the arrays, which marks them clean.
+
+mod backend;
+mod control;
+mod poller;
+mod pool;
+mod queue;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use raidline_fabric::{ConnId, ConnectionManager, Fabric, FabricError};
+use raidline_proto::text::Nqn;
+use raidline_raid::{Array, Throttle};
+
+pub use backend::{open_member, AnyExecutor, Backend, BufferedFile};
+
+use crate::config::PollMode;
+use crate::controller::Controller;
+use crate::discovery::Port;
+use crate::metrics::{DataPathMetrics, NamespaceMetrics};
+use crate::queue::QueueRole;
+use crate::registry::Registry;
+use crate::subsystem::{Limits, NamespaceInfo, Subsystem};
+
+/// A served namespace.
+#[derive(Debug)]
+pub struct NsEntry {
+    /// Its subsystem.
+    pub subnqn: Nqn,
+    /// What controllers report about it.
+    pub info: NamespaceInfo,
+    /// Where its blocks are.
+    pub backend: Backend,
+    /// The array's name, for array namespaces.
+    pub array: Option<String>,
+    /// I/O counters and latency histograms.
+    pub metrics: NamespaceMetrics,
+}
+
+/// A running array.
+#[derive(Debug)]
+pub struct ArrayEntry {
+    /// Configured name.
+    pub name: String,
+    /// The array.
+    pub array: Arc<Array>,
+    /// Rebuild/resync/scrub throttle, bytes per second.
+    pub rebuild_bytes_per_sec: u64,
+    /// A scrub was asked for (management socket).
+    pub scrub_requested: AtomicBool,
+}
+
+/// A live controller, as the control thread and the management socket see it.
+#[derive(Debug)]
+pub struct CtrlEntry {
+    /// The controller state machine (driven by its admin queue's poller).
+    pub ctrl: Arc<Mutex<Controller>>,
+    /// Its queues: (qid, connection, poller).
+    pub conns: Vec<(u16, ConnId, usize)>,
+    /// Host NQN.
+    pub hostnqn: String,
+    /// Subsystem NQN.
+    pub subnqn: String,
+    /// Host address.
+    pub host_addr: String,
+    /// Keep-alive timeout asked for.
+    pub kato_ms: u32,
+    /// Keep-alive expired; teardown under way.
+    pub expired: bool,
+}
+
+/// Messages to the control thread.
+pub(crate) enum ControlMsg {
+    /// A poller closed a queue and dropped its QP.
+    QueueClosed {
+        conn: ConnId,
+        role: QueueRole,
+        reason: String,
+    },
+}
+
+/// State shared by the control thread, the pollers and the management interface.
+pub struct Shared {
+    /// Subsystems and live controllers (control path only).
+    pub registry: Mutex<Registry>,
+    /// Live controllers by id.
+    pub controllers: Mutex<BTreeMap<u16, CtrlEntry>>,
+    /// Served namespaces (fixed after start).
+    pub namespaces: Vec<Arc<NsEntry>>,
+    /// Running arrays.
+    pub arrays: Vec<Arc<ArrayEntry>>,
+    /// Listen ports, for the discovery log.
+    pub ports: Vec<Port>,
+    /// Discovery log generation counter.
+    pub genctr: AtomicU64,
+    /// Transport limits.
+    pub limits: Limits,
+    /// Data-path counters.
+    pub data_path: DataPathMetrics,
+    /// Shutdown requested: pollers drain.
+    pub stopping: AtomicBool,
+    /// The control thread exits.
+    pub exit: AtomicBool,
+    /// When the target started.
+    pub started: Instant,
+    pub(crate) to_control: Sender<ControlMsg>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("namespaces", &self.namespaces.len())
+            .field("arrays", &self.arrays.len())
+            .finish()
+    }
+}
+
+/// One namespace to serve.
+#[derive(Debug)]
+pub struct NamespaceSpec {
+    /// What controllers report (nsid, size, identifiers).
+    pub info: NamespaceInfo,
+    /// Where its blocks are.
+    pub backend: Backend,
+    /// The array's name, for array namespaces.
+    pub array: Option<String>,
+}
+
+/// One subsystem to serve.
+#[derive(Debug)]
+pub struct SubsystemSpec {
+    /// NQN, serial, model, hosts (its `namespaces` field is filled from `namespaces` below).
+    pub subsystem: Subsystem,
+    /// Namespaces.
+    pub namespaces: Vec<NamespaceSpec>,
+}
+
+/// Everything a target needs to start.
+#[derive(Debug)]
+pub struct TargetSpec {
+    /// Listen addresses (port 0: any free port; see [`Target::local_addrs`]).
+    pub listen: Vec<SocketAddr>,
+    /// Poller threads.
+    pub pollers: usize,
+    /// How pollers wait.
+    pub poll_mode: PollMode,
+    /// Transport limits.
+    pub limits: Limits,
+    /// Storage worker threads per namespace per poller.
+    pub workers_per_namespace: usize,
+    /// Payload pool per poller: (count, bytes) of small buffers and of large buffers.
+    pub pool_small: (usize, usize),
+    /// Large buffers (max transfer size).
+    pub pool_large: (usize, usize),
+    /// Subsystems.
+    pub subsystems: Vec<SubsystemSpec>,
+    /// Arrays (the namespaces refer to them by name).
+    pub arrays: Vec<(String, Arc<Array>, u64)>,
+}
+
+impl TargetSpec {
+    /// Defaults for `limits`: one poller, adaptive polling, a pool of 256 × 128 KiB and
+    /// 16 × max-transfer buffers, 4 storage workers per namespace.
+    pub fn new(limits: Limits) -> TargetSpec {
+        TargetSpec {
+            listen: Vec::new(),
+            pollers: 1,
+            poll_mode: PollMode::Adaptive,
+            limits,
+            workers_per_namespace: 4,
+            pool_small: (256, 128 << 10),
+            pool_large: (16, limits.max_transfer as usize),
+            subsystems: Vec::new(),
+            arrays: Vec::new(),
+        }
+    }
+}
+
+/// Why the target did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The RDMA device refused a resource.
+    #[error("RDMA: {0}")]
+    Fabric(#[from] FabricError),
+    /// Listening failed.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// Address.
+        addr: SocketAddr,
+        /// Cause.
+        source: FabricError,
+    },
+    /// A thread or worker could not start.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The specification is inconsistent.
+    #[error("{0}")]
+    Spec(String),
+}
+
+/// A running target.
+pub struct Target {
+    shared: Arc<Shared>,
+    control: Option<JoinHandle<()>>,
+    pollers: Vec<JoinHandle<()>>,
+    maintenance: Vec<JoinHandle<()>>,
+    bound: Vec<SocketAddr>,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("bound", &self.bound)
+            .finish()
+    }
+}
+
+impl Target {
+    /// Starts serving `spec` on `fabric`. Returns once every listener is bound.
+    pub fn start<F: Fabric>(fabric: F, spec: TargetSpec) -> Result<Target, StartError> {
+        let fabric = Arc::new(fabric);
+        let pd = fabric.alloc_pd()?;
+        let mut cm = fabric.create_cm()?;
+        let mut bound = Vec::new();
+        for addr in &spec.listen {
+            let b = cm.listen(*addr, 128).map_err(|source| StartError::Listen {
+                addr: *addr,
+                source,
+            })?;
+            tracing::info!("listening on {b} (NVMe/RDMA)");
+            bound.push(b);
+        }
+        let mut namespaces = Vec::new();
+        let mut subsystems = Vec::new();
+        for s in spec.subsystems {
+            let mut sub = s.subsystem;
+            sub.namespaces = s.namespaces.iter().map(|n| n.info.clone()).collect();
+            for n in s.namespaces {
+                namespaces.push(Arc::new(NsEntry {
+                    subnqn: sub.nqn.clone(),
+                    info: n.info,
+                    backend: n.backend,
+                    array: n.array,
+                    metrics: NamespaceMetrics::default(),
+                }));
+            }
+            subsystems.push(sub);
+        }
+        let arrays: Vec<Arc<ArrayEntry>> = spec
+            .arrays
+            .into_iter()
+            .map(|(name, array, rate)| {
+                Arc::new(ArrayEntry {
+                    name,
+                    array,
+                    rebuild_bytes_per_sec: rate,
+                    scrub_requested: AtomicBool::new(false),
+                })
+            })
+            .collect();
+        let ports = bound
+            .iter()
+            .enumerate()
+            .map(|(i, a)| Port {
+                id: i as u16 + 1,
+                addr: *a,
+            })
+            .collect();
+        let (to_control, control_rx) = channel();
+        let shared = Arc::new(Shared {
+            registry: Mutex::new(Registry::new(spec.limits, subsystems)),
+            controllers: Mutex::new(BTreeMap::new()),
+            namespaces,
+            arrays,
+            ports,
+            genctr: AtomicU64::new(1),
+            limits: spec.limits,
+            data_path: DataPathMetrics::default(),
+            stopping: AtomicBool::new(false),
+            exit: AtomicBool::new(false),
+            started: Instant::now(),
+            to_control,
+        });
+        let mut links = Vec::new();
+        let mut pollers = Vec::new();
+        let cq_depth = 4 * u32::from(spec.limits.max_queue_depth) * 8 + 1024;
+        for id in 0..spec.pollers.max(1) {
+            let cq = fabric.create_cq(cq_depth.min(fabric.attrs().max_cqe.max(256)))?;
+            let pool = pool::Pool::new(&*fabric, &pd, spec.pool_small, spec.pool_large)?;
+            let arenas = pool.arenas();
+            let mut nsq = Vec::new();
+            for n in &shared.namespaces {
+                nsq.push(backend::NsQueue::start(
+                    &n.backend,
+                    spec.workers_per_namespace,
+                    arenas.clone(),
+                )?);
+            }
+            let (tx, rx) = channel();
+            links.push(control::PollerLink {
+                tx,
+                cq: raidline_fabric::CompletionQueue::handle(&cq),
+            });
+            let p = poller::Poller::new(id, shared.clone(), cq, rx, pool, nsq, spec.poll_mode);
+            pollers.push(
+                std::thread::Builder::new()
+                    .name(format!("poller-{id}"))
+                    .spawn(move || p.run())?,
+            );
+        }
+        let ctl = control::Control::new(fabric, pd, cm, shared.clone(), control_rx, links);
+        let control = std::thread::Builder::new()
+            .name("control".into())
+            .spawn(move || ctl.run())?;
+        let mut maintenance = Vec::new();
+        for a in &shared.arrays {
+            let (a, shared) = (a.clone(), shared.clone());
+            maintenance.push(
+                std::thread::Builder::new()
+                    .name(format!("maint-{}", a.name))
+                    .spawn(move || maintain(&a, &shared))?,
+            );
+        }
+        Ok(Target {
+            shared,
+            control: Some(control),
+            pollers,
+            maintenance,
+            bound,
+        })
+    }
+
+    /// The bound listen addresses, in the order of the spec.
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.bound
+    }
+
+    /// The shared state (for management and metrics).
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Drains and stops: see the module documentation. Returns the arrays' stop errors.
+    pub fn shutdown(mut self) -> Vec<String> {
+        self.stop_threads();
+        let mut errors = Vec::new();
+        for a in &self.shared.arrays {
+            match a.array.stop() {
+                Ok(()) => tracing::info!("array {}: stopped clean", a.name),
+                Err(e) => {
+                    tracing::error!("array {}: stop failed: {e}", a.name);
+                    errors.push(format!("{}: {e}", a.name));
+                }
+            }
+        }
+        for n in &self.shared.namespaces {
+            if let Backend::File(m) = &n.backend {
+                if let Err(e) = m.flush() {
+                    errors.push(format!("{}: {e}", m.name()));
+                }
+            }
+        }
+        errors
+    }
+
+    fn stop_threads(&mut self) {
+        self.shared.stopping.store(true, Ordering::Release);
+        for p in self.pollers.drain(..) {
+            let _ = p.join();
+        }
+        self.shared.exit.store(true, Ordering::Release);
+        if let Some(c) = self.control.take() {
+            let _ = c.join();
+        }
+        for m in self.maintenance.drain(..) {
+            let _ = m.join();
+        }
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        self.stop_threads();
+    }
+}
+
+/// Per-array background work: resync after an unclean stop, rebuild onto a spare, scrub on
+/// request, each throttled, in small steps so a shutdown never waits long.
+fn maintain(a: &ArrayEntry, shared: &Shared) {
+    let mut exec = AnyExecutor::best(&[]);
+    let mut throttle = Throttle::new(Some(a.rebuild_bytes_per_sec.max(1 << 20)));
+    let mut scrubbing = false;
+    while !shared.stopping.load(Ordering::Acquire) {
+        let step = if a.array.resync_pending() {
+            a.array.resync_step(&mut exec, 16).map(|p| p.is_some())
+        } else if a.array.rebuild_progress().is_some_and(|p| !p.finished) {
+            a.array.rebuild_step(&mut exec, 16).map(|p| {
+                if let Some(p) = p {
+                    if p.finished {
+                        tracing::info!("array {}: rebuild finished", a.name);
+                    }
+                }
+                true
+            })
+        } else if scrubbing || a.scrub_requested.swap(false, Ordering::AcqRel) {
+            if !scrubbing {
+                tracing::info!("array {}: scrub started", a.name);
+            }
+            scrubbing = true;
+            a.array.scrub_step(&mut exec, 16, true).map(|p| {
+                if p.finished {
+                    scrubbing = false;
+                    tracing::info!(
+                        "array {}: scrub finished ({} stripes repaired)",
+                        a.name,
+                        p.mismatches
+                    );
+                }
+                true
+            })
+        } else {
+            Ok(false)
+        };
+        match step {
+            Ok(true) => {
+                let bytes =
+                    16 * (a.array.geometry().chunk_bytes() * a.array.geometry().members()) as u64;
+                let wait = throttle.account(bytes, Instant::now());
+                std::thread::sleep(wait);
+            }
+            Ok(false) => std::thread::sleep(Duration::from_millis(100)),
+            Err(e) => {
+                tracing::error!("array {}: background sync failed: {e}", a.name);
+                scrubbing = false;
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+    }
+}

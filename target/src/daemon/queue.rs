@@ -1,0 +1,168 @@
+//! One NVMe/RDMA queue pair on a poller: the endpoint, the protocol state, the receive slots,
+//! and the requests of this queue that wait for something (a buffer, an RDMA READ slot, an
+//! asynchronous event).
+//!
+//! A request ([`Req`]) is owned by exactly one place at a time: a posted work request's
+//! context ([`Wr`]), a storage request (the poller's in-flight table), or a wait list here.
+//! The receive slot it arrived in travels with it and is reposted right before its response
+//! is sent, as Linux nvmet-rdma does, so the host's submission-queue credit and our receives
+//! stay in step.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use raidline_fabric::slab::Endpoint;
+use raidline_fabric::{ConnId, Fabric, QpNum, QueuePair, RemoteBuf};
+use raidline_proto::fabrics::Connect;
+use raidline_proto::{Sqe, Status};
+use raidline_raid::IoBuf;
+
+use super::pool::RecvBuffers;
+use crate::cm::QueueSetup;
+use crate::controller::Controller;
+use crate::queue::QueueState;
+use crate::registry::Served;
+
+/// A receive slot: the 64-byte command buffer and the in-capsule data buffer.
+pub(crate) struct Slot {
+    pub cmd: IoBuf,
+    pub icd: Option<IoBuf>,
+}
+
+/// Where a request's data buffer came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DataSrc {
+    /// None attached.
+    None,
+    /// The poller's pool.
+    Pool,
+    /// The receive slot's in-capsule buffer (taken out of the slot while attached).
+    Icd,
+}
+
+/// What a request does next once its data is in place.
+#[derive(Debug)]
+pub(crate) enum Step {
+    /// Decide the Connect once its 1024 bytes are here.
+    Connect(Connect),
+    /// Run an admin command once its host-to-controller data is here.
+    AdminIn,
+    /// Read `len` bytes at `lba` of namespace `ns` into the buffer, then RDMA WRITE them.
+    Read { ns: usize, lba: u64, len: usize },
+    /// Write the buffer's `len` bytes at `lba` (after the RDMA READ, for keyed data).
+    Write {
+        ns: usize,
+        lba: u64,
+        len: usize,
+        fua: bool,
+    },
+    /// Check a fetched Dataset Management range list, then zero the ranges if deallocating.
+    Dsm {
+        ns: usize,
+        count: u16,
+        deallocate: bool,
+    },
+    /// Write zeroes over these (lba, blocks) pieces, one buffer-full at a time.
+    Zero {
+        ns: usize,
+        pieces: VecDeque<(u64, u64)>,
+    },
+    /// Flush these namespaces one after another.
+    Flush { nss: VecDeque<usize> },
+    /// Nothing left but the response.
+    Respond,
+}
+
+/// One command in flight.
+pub(crate) struct Req {
+    pub slot: Option<Slot>,
+    pub sqe: Sqe,
+    pub cid: u16,
+    /// In-capsule data bytes that arrived with the command.
+    pub icd_len: usize,
+    pub started: Instant,
+    pub data: Option<IoBuf>,
+    pub data_src: DataSrc,
+    /// Bytes of `data` that matter.
+    pub data_len: usize,
+    pub step: Step,
+    /// Send the first `.1` bytes of `data` to the host with RDMA WRITE before the response.
+    pub write_back: Option<(RemoteBuf, usize)>,
+    pub status: Status,
+    pub result: u64,
+    /// Close the queue once the response is sent (a Disconnect).
+    pub close_after: bool,
+    /// Namespace, read (true) or write, and byte count for the metrics when it completes.
+    pub account: Option<(usize, bool, u64)>,
+    /// Host memory to fetch from (RDMA READ) once a buffer is attached.
+    pub remote: Option<RemoteBuf>,
+    /// The zero buffer of a Write Zeroes has been cleared.
+    pub zeroed: bool,
+}
+
+impl Req {
+    /// The attached data as bytes (the first `data_len`).
+    pub fn data_bytes(&self) -> &[u8] {
+        match &self.data {
+            Some(b) => &b[..self.data_len.min(b.len())],
+            None => &[],
+        }
+    }
+}
+
+/// The context a posted work request carries.
+pub(crate) enum Wr {
+    /// A receive in slot.
+    Recv(Slot),
+    /// An RDMA READ fetching a request's data.
+    Read(Box<Req>),
+    /// A response SEND (and the RDMA WRITE of its data before it).
+    Resp(Box<Req>),
+}
+
+/// One queue pair.
+pub(crate) struct Queue<F: Fabric> {
+    pub conn: ConnId,
+    pub ep: Endpoint<F::Qp, Wr>,
+    pub proto: QueueState,
+    pub setup: QueueSetup,
+    pub recv_bufs: RecvBuffers<F>,
+    pub peer: Option<SocketAddr>,
+    pub reads_in_flight: u32,
+    pub read_wait: VecDeque<Box<Req>>,
+    /// The controller, once connected.
+    pub ctrl: Option<Arc<Mutex<Controller>>>,
+    pub served: Option<Served>,
+    pub cntlid: u16,
+    /// Asynchronous Event Requests waiting for an event, by command id.
+    pub parked: HashMap<u16, Box<Req>>,
+    /// Requests of this queue in storage or waiting for a pool buffer.
+    pub elsewhere: usize,
+    pub closing: bool,
+    /// Why it is closing (first reason wins), for the log.
+    pub close_reason: Option<String>,
+    pub posted_recvs: usize,
+}
+
+impl<F: Fabric> Queue<F> {
+    /// Starts closing: the QP goes to the error state, so everything posted flushes back.
+    pub fn close(&mut self, reason: impl Into<String>) {
+        if !self.closing {
+            self.closing = true;
+            self.close_reason = Some(reason.into());
+            let _ = self.ep.qp_mut().set_error();
+        }
+    }
+
+    /// Whether nothing of this queue is outstanding any more.
+    pub fn drained(&self) -> bool {
+        self.closing && self.ep.in_flight() == 0 && self.elsewhere == 0
+    }
+
+    /// The QP number completions carry.
+    pub fn qp_num(&self) -> QpNum {
+        self.ep.qp().qp_num()
+    }
+}
