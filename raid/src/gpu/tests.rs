@@ -9,7 +9,7 @@
 //! everywhere. The remaining tests run on every machine.
 
 use std::io::Write;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use super::*;
 use crate::error::ParityError;
@@ -42,6 +42,9 @@ fn gpu_or_skip(name: &str) -> Option<&'static GpuParity> {
     }
 }
 
+/// GPU tests run one at a time: they assert on the shared engine's counters.
+static SERIAL: Mutex<()> = Mutex::new(());
+
 macro_rules! gpu_tests {
     ($( $(#[$m:meta])* fn $name:ident($g:ident) $body:block )*) => {
         /// Names of the tests that need a GPU.
@@ -51,6 +54,7 @@ macro_rules! gpu_tests {
             #[test]
             fn $name() {
                 let Some($g) = gpu_or_skip(stringify!($name)) else { return };
+                let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
                 $body
             }
         )*

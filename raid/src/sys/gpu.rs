@@ -1075,3 +1075,22 @@ pub fn h2d_bandwidth(ctx: &Arc<Context>, bytes: usize, reps: usize) -> Result<f6
     let secs = t.elapsed().as_secs_f64().max(1e-9);
     Ok((bytes * reps) as f64 / secs)
 }
+
+/// CPU time (user + system) the whole process has used so far, every thread included
+/// (`getrusage(RUSAGE_SELF)`): the benchmark's CPU-cost measure. `None` if the call fails.
+pub fn process_cpu_time() -> Option<std::time::Duration> {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: `ru` is a live, writable `rusage`; RUSAGE_SELF is a valid `who`.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: getrusage succeeded, so it filled the struct (and zeroed() made it valid anyway).
+    let ru = unsafe { ru.assume_init() };
+    let tv = |t: libc::timeval| {
+        std::time::Duration::new(
+            t.tv_sec.max(0) as u64,
+            (t.tv_usec.clamp(0, 999_999) * 1000) as u32,
+        )
+    };
+    Some(tv(ru.ru_utime) + tv(ru.ru_stime))
+}
