@@ -1,0 +1,338 @@
+//! End-to-end I/O: connect and identify (controller, namespace, active list, descriptors),
+//! read/write/verify at many sizes and unaligned offsets against a shadow copy (in-capsule and
+//! keyed), four I/O queues with 32 writes in flight on each at once, Write Zeroes, Dataset
+//! Management deallocate, Flush and FUA writes — with the zero-copy counter at 0 throughout.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use raidline_initiator::io::{self as hio, IoOp};
+use raidline_initiator::{Lba, Nsid, Tag, Xfer};
+use raidline_proto::identify::{sgls, ControllerType};
+use raidline_proto::io::{DsmRange, IoCommand, ReadWrite};
+use raidline_proto::SglDescriptor;
+use raidline_target::subsystem::Limits;
+
+const BS: usize = 4096;
+
+#[test]
+fn identify_controller_namespace_and_lists() {
+    let rig = default_rig();
+    let mut c = connect(&rig, 1);
+    let limits = Limits::default();
+    let id = c.identify_controller().unwrap();
+    assert_eq!(id.subnqn.as_ref().map(|n| n.as_str()), Some(SUBNQN));
+    assert_eq!(id.cntlid, c.cntlid());
+    assert_eq!(id.cntrltype, ControllerType::IO);
+    assert_eq!(id.mdts, limits.mdts());
+    assert_eq!(id.mdts, 8, "1 MiB transfers are MDTS 8 (4 KiB pages)");
+    assert_ne!(id.sgls & sgls::KEYED, 0, "keyed SGLs");
+    assert_ne!(id.sgls & sgls::OFFSET, 0, "in-capsule data (offset SGLs)");
+    assert_eq!(id.ioccsz, limits.ioccsz());
+    assert_eq!(id.ioccsz * 16 - 64, 8192, "8 KiB of in-capsule data");
+    assert_eq!(c.in_capsule_max(), 8192);
+    assert_eq!(id.icdoff, 0);
+    let serial = raidline_target::identity::serial_for(&rig.array.uuid().0);
+    assert_eq!(id.sn.trim_end(), serial);
+    assert!(!serial.is_empty());
+    assert!(id.nn >= 1);
+
+    assert_eq!(c.active_namespaces().unwrap(), vec![Nsid(1)]);
+    let ns = c.namespace(Nsid(1)).unwrap();
+    let geo = *rig.array.geometry();
+    assert_eq!(ns.blocks, geo.capacity_blocks());
+    assert_eq!(ns.id.nsze, geo.capacity_blocks());
+    assert_eq!(ns.block_size, 4096);
+    assert_eq!(ns.id.lba_format().lbads, 12);
+    let stripe = geo.stripe_data_blocks();
+    assert_eq!(
+        stripe,
+        3 * (CHUNK / BS) as u64,
+        "3 data members × 16 blocks"
+    );
+    // NPWG and NOWS are 0's based.
+    assert_eq!(u64::from(ns.id.npwg) + 1, stripe);
+    assert_eq!(u64::from(ns.id.nows) + 1, stripe);
+
+    let seen = seen_ids(&mut c, 1);
+    let want = raidline_target::identity::for_array(rig.array.uuid().0, 1);
+    assert_ne!(seen.nguid, [0; 16]);
+    assert_ne!(seen.eui64, [0; 8]);
+    assert_eq!(seen.nguid, want.nguid);
+    assert_eq!(seen.eui64, want.eui64);
+    assert_eq!(seen.desc_nguid, Some(want.nguid));
+    assert_eq!(seen.desc_eui64, Some(want.eui64));
+    let uuid = seen.desc_uuid.expect("UUID descriptor");
+    assert_ne!(uuid, [0; 16]);
+    assert_eq!(uuid, want.uuid);
+
+    // A second host gets its own controller id and the same identifiers.
+    let mut c2 = connect(&rig, 2);
+    assert_ne!(c2.cntlid(), c.cntlid());
+    assert_eq!(seen_ids(&mut c2, 1), seen);
+    c2.shutdown().unwrap();
+    c.shutdown().unwrap();
+}
+
+/// A tiny deterministic generator for offsets and sizes.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+#[test]
+fn read_write_many_sizes_and_offsets_against_a_shadow() {
+    let rig = default_rig();
+    let mut c = connect(&rig, 1);
+    let ns = c.namespace(Nsid(1)).unwrap();
+    const REGION: usize = 2048; // blocks modelled
+    let mut shadow = vec![0u8; REGION * BS];
+    // Every size 1..=16 and then a spread to 256, at offsets that straddle stripes (48 blocks).
+    let mut sizes: Vec<usize> = (1..=16).collect();
+    sizes.extend([
+        17, 31, 47, 48, 49, 64, 95, 96, 97, 127, 128, 129, 200, 255, 256,
+    ]);
+    let mut rng = Rng(42);
+    for (i, &n) in sizes.iter().enumerate() {
+        let lba = rng.below((REGION - n) as u64) as usize;
+        let data = pattern(1000 + i as u64, n * BS);
+        c.write(0, &ns, Lba(lba as u64), &data).unwrap();
+        shadow[lba * BS..(lba + n) * BS].copy_from_slice(&data);
+        // Read back an unaligned window around it (reads see neighbours too).
+        let from = lba.saturating_sub(rng.below(9) as usize);
+        let to = (lba + n + rng.below(9) as usize).min(REGION);
+        let to = to.min(from + 256);
+        let mut back = vec![0u8; (to - from) * BS];
+        c.read(0, &ns, Lba(from as u64), &mut back).unwrap();
+        assert!(
+            back == shadow[from * BS..to * BS],
+            "{n} blocks written at {lba}: window {from}..{to} differs"
+        );
+    }
+    // The whole region from another host's controller: the data is on the array.
+    let mut c2 = connect(&rig, 2);
+    let ns2 = c2.namespace(Nsid(1)).unwrap();
+    let mut all = vec![0u8; REGION * BS];
+    c2.read(0, &ns2, Lba(0), &mut all).unwrap();
+    for (b, (got, want)) in all.chunks(BS).zip(shadow.chunks(BS)).enumerate() {
+        assert!(got == want, "block {b} differs");
+    }
+    // The last blocks of the namespace, and one past it refused by the initiator's check.
+    let tail = pattern(7, 3 * BS);
+    c.write(0, &ns, Lba(ns.blocks - 3), &tail).unwrap();
+    let mut back = vec![0u8; 3 * BS];
+    c2.read(0, &ns2, Lba(ns.blocks - 3), &mut back).unwrap();
+    assert!(back == tail);
+    assert_eq!(copied(&rig.target), 0, "payload bytes copied");
+    c2.shutdown().unwrap();
+    c.shutdown().unwrap();
+}
+
+#[test]
+fn in_capsule_and_keyed_writes_are_both_served() {
+    let rig = default_rig();
+    let mut c = connect(&rig, 1);
+    let ns = c.namespace(Nsid(1)).unwrap();
+    let icm = c.in_capsule_max() as usize;
+    assert_eq!(icm, 8192);
+    let q = &mut c.io[0];
+    assert_eq!(
+        q.in_capsule_max() as usize,
+        icm,
+        "the I/O queue sends ≤ 8 KiB in the capsule"
+    );
+    // 1 and 2 blocks travel in the capsule, 3 and more by RDMA READ of a keyed SGL.
+    for (i, blocks) in [1usize, 2, 3, 4, 64].into_iter().enumerate() {
+        let lba = 4000 + 100 * i as u64 + 1;
+        let data = pattern(50 + i as u64, blocks * BS);
+        let tag = q.alloc().unwrap();
+        q.write_data(tag, 0, &data).unwrap();
+        hio::submit_rw(q, tag, IoOp::Write, &ns, Lba(lba), blocks as u32).unwrap();
+        q.wait(tag).unwrap();
+        let mut back = vec![0u8; data.len()];
+        hio::read(q, &ns, Lba(lba), &mut back, &mut || Ok(())).unwrap();
+        assert!(back == data, "{blocks} blocks");
+    }
+    assert_eq!(copied(&rig.target), 0);
+    c.shutdown().unwrap();
+}
+
+#[test]
+fn four_queues_with_32_writes_in_flight_each() {
+    let rig = default_rig();
+    let mut o = options(1);
+    o.io_queues = 4;
+    o.io_depth = 32;
+    let mut c = connect_with(&rig, 1, o).unwrap();
+    assert_eq!(c.io.len(), 4);
+    let ns = c.namespace(Nsid(1)).unwrap();
+    {
+        let ctrls = rig.target.shared().controllers.lock().unwrap();
+        let e = ctrls.get(&c.cntlid()).expect("controller listed");
+        let mut qids: Vec<u16> = e.conns.iter().map(|(q, _, _)| *q).collect();
+        qids.sort_unstable();
+        assert_eq!(qids, vec![0, 1, 2, 3, 4]);
+    }
+    let mut qs = c.take_io_queues();
+    const PER: u64 = 32;
+    const BLOCKS: u32 = 8; // 32 KiB: keyed
+    let peaks: Vec<usize> = std::thread::scope(|s| {
+        let handles: Vec<_> = qs
+            .iter_mut()
+            .enumerate()
+            .map(|(qi, q)| {
+                let ns = &ns;
+                s.spawn(move || {
+                    assert!(
+                        q.max_in_flight() >= PER as usize,
+                        "depth {}",
+                        q.max_in_flight()
+                    );
+                    let mut tags: Vec<Tag> = Vec::new();
+                    for k in 0..PER {
+                        let lba = (qi as u64 * PER + k) * u64::from(BLOCKS) + 1;
+                        let tag = q.alloc().expect("a free slot");
+                        q.write_data(tag, 0, &pattern(lba, BLOCKS as usize * BS))
+                            .unwrap();
+                        hio::submit_rw(q, tag, IoOp::Write, ns, Lba(lba), BLOCKS).unwrap();
+                        tags.push(tag);
+                    }
+                    // Nothing polled yet: all 32 are outstanding on this queue.
+                    let peak = q.in_flight();
+                    for t in tags {
+                        q.wait(t).unwrap();
+                    }
+                    peak
+                })
+            })
+            .collect();
+        while handles.iter().any(|h| !h.is_finished()) {
+            c.service().unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(peaks, vec![PER as usize; 4]);
+    // Each queue reads back what every queue wrote (pipelined reads).
+    let total = 4 * PER * u64::from(BLOCKS);
+    let mut all = vec![0u8; total as usize * BS];
+    hio::transfer(
+        &mut qs[3],
+        IoOp::Read,
+        &ns,
+        Lba(1),
+        &mut all,
+        &mut || Ok(()),
+    )
+    .unwrap();
+    for k in 0..4 * PER {
+        let lba = k * u64::from(BLOCKS) + 1;
+        let off = (k * u64::from(BLOCKS)) as usize * BS;
+        assert!(
+            all[off..off + BLOCKS as usize * BS] == pattern(lba, BLOCKS as usize * BS)[..],
+            "write {k} at {lba}"
+        );
+    }
+    assert_eq!(copied(&rig.target), 0);
+    c.io = qs;
+    c.shutdown().unwrap();
+}
+
+#[test]
+fn write_zeroes_deallocate_flush_and_fua() {
+    let rig = default_rig();
+    let mut c = connect(&rig, 1);
+    let ns = c.namespace(Nsid(1)).unwrap();
+    assert_ne!(
+        ns.id.dlfeat & 0x7,
+        0,
+        "deallocated blocks read as zeroes (DLFEAT)"
+    );
+    let base = 3000u64;
+    let data = pattern(9, 200 * BS);
+    c.write(0, &ns, Lba(base), &data).unwrap();
+
+    // Write Zeroes over [base+10, base+40), unaligned to the 48-block stripe.
+    c.write_zeroes(0, &ns, Lba(base + 10), 30, false).unwrap();
+    // Write Zeroes with the deallocate bit over [base+100, base+103).
+    c.write_zeroes(0, &ns, Lba(base + 100), 3, true).unwrap();
+    // DSM deallocate of two ranges: [base+50, base+51) and [base+150, base+197).
+    let ranges = [
+        DsmRange {
+            attributes: 0,
+            nlb: 1,
+            slba: base + 50,
+        },
+        DsmRange {
+            attributes: 0,
+            nlb: 47,
+            slba: base + 150,
+        },
+    ];
+    c.dataset_management(0, Nsid(1), &ranges, true).unwrap();
+    c.flush(0, Nsid(1)).unwrap();
+
+    let mut want = data.clone();
+    for (from, n) in [(10usize, 30usize), (100, 3), (50, 1), (150, 47)] {
+        want[from * BS..(from + n) * BS].fill(0);
+    }
+    let mut back = vec![0u8; data.len()];
+    c.read(0, &ns, Lba(base), &mut back).unwrap();
+    for (b, (got, w)) in back.chunks(BS).zip(want.chunks(BS)).enumerate() {
+        assert!(got == w, "block base+{b}");
+    }
+
+    // FUA write (keyed and in-capsule), then Flush of every namespace (NSID FFFFFFFFh).
+    let q = &mut c.io[0];
+    for (i, blocks) in [1u32, 17].into_iter().enumerate() {
+        let lba = base + 400 + 40 * i as u64;
+        let payload = pattern(77 + i as u64, blocks as usize * BS);
+        let sqe = IoCommand::Write(ReadWrite {
+            cid: 0,
+            nsid: 1,
+            sgl: SglDescriptor::Keyed {
+                address: 0,
+                length: 0,
+                key: 0,
+                invalidate: false,
+            },
+            slba: lba,
+            nlb: blocks,
+            fua: true,
+            limited_retry: false,
+            prinfo: 0,
+            dtype: 0,
+            dsm: 0,
+            dspec: 0,
+            reftag: 0,
+            apptag: 0,
+        })
+        .to_sqe()
+        .unwrap();
+        q.execute(
+            sqe,
+            Xfer::FromHost(payload.len() as u32),
+            "Write FUA",
+            &payload,
+            &mut [],
+        )
+        .unwrap();
+        let mut back = vec![0u8; payload.len()];
+        hio::read(q, &ns, Lba(lba), &mut back, &mut || Ok(())).unwrap();
+        assert!(back == payload, "FUA write of {blocks} blocks");
+    }
+    c.flush(0, Nsid(0xFFFF_FFFF)).unwrap();
+    assert_eq!(copied(&rig.target), 0);
+    c.shutdown().unwrap();
+}
