@@ -31,7 +31,9 @@ if [ -z "${NVRTC_DIR:-}" ]; then
   NVRTC_DIR=$work/nvrtc/nvidia/cu13/lib
   if [ ! -e "$NVRTC_DIR/libnvrtc.so.13" ]; then
     pip download --quiet --no-deps 'nvidia-cuda-nvrtc>=13.0,<13.1' -d "$work/wheel"
-    python3 -m zipfile -e "$(ls "$work"/wheel/nvidia_cuda_nvrtc-*.whl | head -n 1)" "$work/nvrtc"
+    for whl in "$work"/wheel/nvidia_cuda_nvrtc-*.whl; do
+      python3 -m zipfile -e "$whl" "$work/nvrtc"
+    done
   fi
 fi
 export LD_LIBRARY_PATH="$work:$NVRTC_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
