@@ -284,6 +284,7 @@ pub struct RawQueue {
     depth: u16,
     next_cid: u16,
     qid: u16,
+    sent: u32,
     _fabric: MemFabric,
 }
 
@@ -367,6 +368,7 @@ impl RawQueue {
             depth,
             next_cid: 1,
             qid,
+            sent: 0,
             _fabric: fabric,
         };
         for i in 0..depth {
@@ -395,6 +397,16 @@ impl RawQueue {
     /// The queue id.
     pub fn qid(&self) -> u16 {
         self.qid
+    }
+
+    /// The queue size (HSQSIZE + 1).
+    pub fn depth(&self) -> u16 {
+        self.depth
+    }
+
+    /// Capsules sent so far (the target's SQ head is this modulo the depth).
+    pub fn sent(&self) -> u32 {
+        self.sent
     }
 
     /// A keyed SGL over `len` bytes of the data area at `offset`.
@@ -450,6 +462,7 @@ impl RawQueue {
                 signaled: true,
             }])
             .map_err(|e| format!("post send: {e:?}"))?;
+        self.sent += 1;
         let end = Instant::now() + RAW_TIMEOUT;
         let mut sent = false;
         let mut answer: Option<Cqe> = None;
