@@ -1,0 +1,103 @@
+//! End-to-end keep-alive: a host that asked for a 1 s KATO and then stays silent loses its
+//! controller within a few seconds (the target lists it no more, its queues are disconnected,
+//! further commands fail), while a host that sends Keep Alive keeps it; the host can connect
+//! again afterwards.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use raidline_initiator::{Error, Lba, Nsid};
+
+fn listed(rig: &Rig, cntlid: u16) -> bool {
+    rig.target
+        .shared()
+        .controllers
+        .lock()
+        .unwrap()
+        .contains_key(&cntlid)
+}
+
+#[test]
+fn silent_host_is_torn_down_after_kato() {
+    let rig = default_rig();
+    let mut o = options(1);
+    o.kato = Duration::from_secs(1);
+    let mut c = connect_with(&rig, 1, o).unwrap();
+    let ns = c.namespace(Nsid(1)).unwrap();
+    let data = pattern(1, 8 * 4096);
+    c.write(0, &ns, Lba(0), &data).unwrap();
+    // The last command the target saw: from here on the host sends nothing.
+    let quiet = Instant::now();
+    let cntlid = c.cntlid();
+    {
+        let ctrls = rig.target.shared().controllers.lock().unwrap();
+        let e = ctrls.get(&cntlid).expect("listed after connect");
+        assert_eq!(e.kato_ms, 1000);
+        assert_eq!(e.conns.len(), 2, "admin + 1 I/O queue");
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(
+        listed(&rig, cntlid),
+        "torn down before KATO (600 ms of 1000)"
+    );
+    assert!(
+        eventually(Duration::from_secs(3), || !listed(&rig, cntlid)),
+        "still listed {:?} after the last command with KATO 1 s",
+        quiet.elapsed()
+    );
+    let gone_after = quiet.elapsed();
+    assert!(gone_after >= Duration::from_millis(1000), "{gone_after:?}");
+    // The queues were disconnected: the next I/O and admin commands fail, none hangs.
+    let mut back = vec![0u8; data.len()];
+    let t = Instant::now();
+    let r = c.read(0, &ns, Lba(0), &mut back);
+    assert!(
+        matches!(
+            r,
+            Err(Error::Disconnected { .. }
+                | Error::QueueDown { .. }
+                | Error::Transport { .. }
+                | Error::Post { .. })
+        ),
+        "read after expiry: {r:?}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(5), "failed fast");
+    let a = c.identify_controller();
+    assert!(a.is_err(), "admin command after expiry: {a:?}");
+    // The host starts over and finds its data.
+    drop(c);
+    let mut c2 = connect(&rig, 1);
+    assert_ne!(c2.cntlid(), 0);
+    let ns = c2.namespace(Nsid(1)).unwrap();
+    c2.read(0, &ns, Lba(0), &mut back).unwrap();
+    assert!(back == data);
+    c2.shutdown().unwrap();
+}
+
+#[test]
+fn keep_alive_keeps_the_controller() {
+    let rig = default_rig();
+    let mut o = options(2);
+    o.kato = Duration::from_secs(1);
+    let mut c = connect_with(&rig, 2, o).unwrap();
+    let cntlid = c.cntlid();
+    let start = Instant::now();
+    // 2.5 KATOs of admin-only activity: Keep Alive every 500 ms, nothing else.
+    while start.elapsed() < Duration::from_millis(2500) {
+        c.service().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(listed(&rig, cntlid), "expired despite Keep Alive");
+    let kas = c.admin.keep_alives();
+    assert!(kas >= 3, "{kas} Keep Alives in 2.5 s with KATO 1 s");
+    let ns = c.namespace(Nsid(1)).unwrap();
+    let mut b = vec![0u8; 4096];
+    c.read(0, &ns, Lba(0), &mut b).unwrap();
+    c.shutdown().unwrap();
+    assert!(
+        eventually(Duration::from_secs(2), || !listed(&rig, cntlid)),
+        "a shut-down controller is removed"
+    );
+}
