@@ -942,6 +942,7 @@ pub struct StagedRig {
     src_host: PinnedMem,
     dst_host: PinnedMem,
     jobs: usize,
+    k: usize,
     len: usize,
 }
 
@@ -1001,6 +1002,7 @@ impl StagedRig {
             src_host,
             dst_host,
             jobs,
+            k,
             len,
         })
     }
@@ -1048,7 +1050,8 @@ impl StagedRig {
         // SAFETY: as for the copy in.
         unsafe { cur::memcpy_dtoh_async(self.dst_host.bytes_mut(), self.dst_dev.ptr, stream) }
             .map_err(driver("cuMemcpyDtoHAsync"))?;
-        self.lane.wait(u64::MAX)
+        // Same waiting rule as the engine (spin below 1 MiB of data, sleep above).
+        self.lane.wait((self.jobs * self.k * self.len) as u64)
     }
 }
 
