@@ -21,6 +21,7 @@ mkdir -p "$OUT"
 log=$OUT/gpu-check.log
 : > "$log"
 exec > >(tee -a "$log") 2>&1
+tee_pid=$!
 start=$(date +%s)
 step() { printf '\n=== %s (t=%ss) ===\n' "$*" "$(( $(date +%s) - start ))"; }
 fail=0
@@ -33,7 +34,7 @@ grep -E '^(PRETTY_NAME)=' /etc/os-release 2>/dev/null
 ldd --version 2>/dev/null | head -n 1
 lscpu 2>/dev/null | grep -E '^(Model name|CPU\(s\)|Socket\(s\)|NUMA node\(s\))'
 free -g 2>/dev/null | head -n 2
-timeout 20 nvidia-smi || echo "nvidia-smi failed or is missing"
+timeout 15 nvidia-smi || echo "nvidia-smi failed or is missing"
 timeout 10 nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,memory.total --format=csv 2>/dev/null
 cat .gpu/BUILD-INFO 2>/dev/null || echo "no .gpu/BUILD-INFO: were the binaries carried?"
 ls -la .gpu/ 2>/dev/null
@@ -41,13 +42,13 @@ ls -la .gpu/ 2>/dev/null
 step "libraries"
 libcuda=$(ldconfig -p 2>/dev/null | awk '/libcuda\.so\.1 / {print $NF; exit}')
 if [ -z "$libcuda" ]; then
-  libcuda=$(timeout 20 find /usr/lib /usr/lib64 /usr/local /lib -name 'libcuda.so.1' 2>/dev/null | head -n 1)
+  libcuda=$(timeout 15 find /usr/lib /usr/lib64 /usr/local /lib -name 'libcuda.so.1' 2>/dev/null | head -n 1)
 fi
 echo "libcuda: ${libcuda:-NOT FOUND}"
 libdirs=""
 [ -n "$libcuda" ] && libdirs=$(dirname "$libcuda")
 
-pyroots=$(timeout 20 python3 - 2>/dev/null <<'PY'
+pyroots=$(timeout 15 python3 - 2>/dev/null <<'PY'
 import importlib
 roots = set()
 for name in ("nvidia", "nvidia.cuda_nvrtc", "nvidia.cu13"):
@@ -61,7 +62,7 @@ PY
 candidates=$(
   {
     ldconfig -p 2>/dev/null | awk '/libnvrtc\.so/ {print $NF}'
-    timeout 30 find /usr/local /usr/lib /usr/lib64 /opt -name 'libnvrtc.so*' 2>/dev/null
+    timeout 20 find /usr/local /usr/lib /usr/lib64 /opt -name 'libnvrtc.so*' 2>/dev/null
     for r in $pyroots; do timeout 10 find "$r" -name 'libnvrtc.so*' 2>/dev/null; done
   } | grep -v builtins | grep -v '\.alt\.' | sort -u
 )
@@ -89,7 +90,7 @@ else
 fi
 export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
-timeout 20 python3 - <<'PY' || true
+timeout 15 python3 - <<'PY' || true
 import ctypes
 for name in ("libcuda.so.1", "libnvrtc.so"):
     try:
@@ -112,7 +113,7 @@ fi
 
 step "GPU unit tests (raid gpu::, release)"
 if [ -x .gpu/raid-gpu-tests ]; then
-  RAIDLINE_REQUIRE_GPU=1 timeout 110 .gpu/raid-gpu-tests gpu:: --test-threads=1
+  RAIDLINE_REQUIRE_GPU=1 timeout 90 .gpu/raid-gpu-tests gpu:: --test-threads=1
   rc=$?
   echo "tests rc=$rc"
   [ "$rc" = 0 ] || fail=1
@@ -122,12 +123,12 @@ fi
 
 step "GPU parity benchmark"
 if [ -x .gpu/raid-gpu-bench ]; then
-  timeout 140 .gpu/raid-gpu-bench --require-gpu | tee "$OUT/bench.out"
+  timeout 100 .gpu/raid-gpu-bench --require-gpu | tee "$OUT/bench.out"
   rc=${PIPESTATUS[0]}
   echo "bench rc=$rc"
-  if [ "$rc" = 124 ] && [ $(( $(date +%s) - start )) -lt 220 ]; then
+  if [ "$rc" = 124 ] && [ $(( $(date +%s) - start )) -lt 200 ]; then
     echo "the full bench timed out; quick variant:"
-    timeout 60 .gpu/raid-gpu-bench --require-gpu --quick | tee "$OUT/bench.out"
+    timeout 45 .gpu/raid-gpu-bench --require-gpu --quick | tee "$OUT/bench.out"
     rc=${PIPESTATUS[0]}
     echo "bench --quick rc=$rc"
   fi
@@ -139,4 +140,7 @@ fi
 
 step "done"
 echo "result: $([ "$fail" = 0 ] && echo PASS || echo FAIL) in $(( $(date +%s) - start )) s; log $log"
+# Let tee write the last lines before the device tool collects $OUT.
+exec >&- 2>&-
+wait "$tee_pid" 2>/dev/null
 exit "$fail"
