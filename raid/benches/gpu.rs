@@ -125,9 +125,9 @@ fn run(gpu: &GpuParity, quick: bool) -> Result<(), Failure> {
         drop(rig);
         let on_cpu = time(budget, stripes, || xor_cpu(&cpu, &mut buf, stripes))?;
         println!(
-            "{:>8} {:>10} {:>10.2} {:>10.2} {:>10.2} {:>14.3} {:>14.3}",
+            "{:>8} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>14.3} {:>14.3}",
             stripes,
-            (stripes * K * CHUNK) >> 20,
+            (stripes * K * CHUNK) as f64 / f64::from(1u32 << 20),
             mapped.gbps(),
             staged.gbps(),
             on_cpu.gbps(),
