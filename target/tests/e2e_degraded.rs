@@ -1,0 +1,187 @@
+//! End-to-end member failure: a member of the RAID-5 array vanishes in the middle of a stream
+//! of writes and reads; no error reaches the host, every read matches a shadow copy, the whole
+//! dataset verifies afterwards (from this host and a fresh one), the array reports the role
+//! missing, and the host gets a SMART reliability event with the critical warning set.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use raidline_fabric::mem::MemFabric;
+use raidline_initiator::io::{self as hio, IoOp};
+use raidline_initiator::{Controller, Lba, Nsid, Tag};
+use raidline_proto::aen::AsyncEventType;
+use raidline_proto::features::{AsyncEventConfig, FeatureId};
+use raidline_proto::log::{LogPageId, SmartLog};
+use raidline_raid::Fault;
+
+const BS: usize = 4096;
+const REGION: usize = 1152; // blocks: 24 stripes of 48
+
+struct Lcg(u64);
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n
+    }
+}
+
+fn verify_all(c: &mut Controller<MemFabric>, shadow: &[u8], who: &str) {
+    let ns = c.namespace(Nsid(1)).unwrap();
+    let mut all = vec![0u8; shadow.len()];
+    c.read(0, &ns, Lba(0), &mut all).unwrap();
+    for (b, (got, want)) in all.chunks(BS).zip(shadow.chunks(BS)).enumerate() {
+        assert!(got == want, "{who}: block {b} differs");
+    }
+}
+
+#[test]
+fn member_vanishing_mid_stream_is_invisible_to_the_host() {
+    let rig = rig(&RigOptions {
+        faulty: true,
+        ..RigOptions::default()
+    });
+    assert_eq!(rig.faults.len(), 4);
+    let mut c = connect(&rig, 1);
+    c.set_features(
+        FeatureId::ASYNC_EVENT_CONFIG,
+        AsyncEventConfig::SMART_CRITICAL_WARNINGS | AsyncEventConfig::NS_ATTRIBUTE,
+    )
+    .unwrap();
+    let ns = c.namespace(Nsid(1)).unwrap();
+    // The dataset.
+    let mut shadow = pattern(0xD5, REGION * BS);
+    c.write(0, &ns, Lba(0), &shadow).unwrap();
+    assert!(rig.array.degraded_roles().is_empty());
+
+    let mut rng = Lcg(7);
+    let victim = 2usize;
+    let ops = 64;
+    for op in 0..ops {
+        if op == ops / 2 {
+            rig.faults[victim].inject(Fault::Vanished);
+        }
+        let n = 1 + rng.below(80) as usize;
+        let lba = rng.below((REGION - n) as u64) as usize;
+        if op % 2 == 0 {
+            let data = pattern(op as u64 + 100, n * BS);
+            c.write(0, &ns, Lba(lba as u64), &data)
+                .unwrap_or_else(|e| panic!("op {op}: write {n}@{lba}: {e}"));
+            shadow[lba * BS..(lba + n) * BS].copy_from_slice(&data);
+        } else {
+            let mut back = vec![0u8; n * BS];
+            c.read(0, &ns, Lba(lba as u64), &mut back)
+                .unwrap_or_else(|e| panic!("op {op}: read {n}@{lba}: {e}"));
+            assert!(
+                back == shadow[lba * BS..(lba + n) * BS],
+                "op {op}: read {n}@{lba} differs"
+            );
+        }
+    }
+    assert!(rig.faults[victim].injected() > 0, "the fault was hit");
+    assert_eq!(rig.array.degraded_roles(), vec![victim]);
+    c.flush(0, Nsid(1)).unwrap();
+    verify_all(&mut c, &shadow, "same host");
+    let mut c2 = connect(&rig, 2);
+    verify_all(&mut c2, &shadow, "fresh host");
+    c2.shutdown().unwrap();
+
+    // The host hears of it: a SMART reliability event, and the critical warning bit 2.
+    let end = Instant::now() + Duration::from_secs(3);
+    let mut events = Vec::new();
+    while Instant::now() < end && events.is_empty() {
+        c.service().unwrap();
+        events = c.admin.take_events();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        events
+            .iter()
+            .any(|e| e.event_type == AsyncEventType::SMART && e.log_page == LogPageId::SMART),
+        "events: {events:?}"
+    );
+    let b = c
+        .get_log_page(LogPageId::SMART, 0xFFFF_FFFF, 0, 512)
+        .unwrap();
+    let smart = SmartLog::parse(&b).unwrap();
+    assert_ne!(smart.critical_warning & (1 << 2), 0, "reliability degraded");
+    assert!(smart.data_units_written > 0);
+    assert_eq!(copied(&rig.target), 0);
+    c.shutdown().unwrap();
+}
+
+#[test]
+fn member_failing_under_pipelined_writes_on_two_queues() {
+    let rig = rig(&RigOptions {
+        faulty: true,
+        ..RigOptions::default()
+    });
+    let mut o = options(1);
+    o.io_queues = 2;
+    o.io_depth = 32;
+    let mut c = connect_with(&rig, 1, o).unwrap();
+    let ns = c.namespace(Nsid(1)).unwrap();
+    // Member 1 fails for good after 150 more operations: in the middle of the rounds below,
+    // with up to 64 writes in flight.
+    let victim = 1usize;
+    rig.faults[victim].inject(Fault::FailAfter { ops: 150 });
+    const PER: u64 = 32;
+    const BLOCKS: u64 = 8;
+    const ROUNDS: u64 = 4;
+    let mut qs = c.take_io_queues();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = qs
+            .iter_mut()
+            .enumerate()
+            .map(|(qi, q)| {
+                let ns = &ns;
+                s.spawn(move || {
+                    for round in 0..ROUNDS {
+                        let mut tags: Vec<(Tag, u64)> = Vec::new();
+                        for k in 0..PER {
+                            let lba = (qi as u64 * PER + k) * BLOCKS + 3;
+                            let tag = q.alloc().expect("slot");
+                            let data = pattern(lba * 10 + round, (BLOCKS as usize) * BS);
+                            q.write_data(tag, 0, &data).unwrap();
+                            hio::submit_rw(q, tag, IoOp::Write, ns, Lba(lba), BLOCKS as u32)
+                                .unwrap();
+                            tags.push((tag, lba));
+                        }
+                        for (t, lba) in tags {
+                            q.wait(t)
+                                .unwrap_or_else(|e| panic!("round {round}: write at {lba}: {e}"));
+                        }
+                    }
+                })
+            })
+            .collect();
+        while handles.iter().any(|h| !h.is_finished()) {
+            c.service().unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        for h in handles {
+            h.join().unwrap();
+        }
+    });
+    c.io = qs;
+    assert!(rig.faults[victim].injected() > 0, "the fault was hit");
+    assert_eq!(rig.array.degraded_roles(), vec![victim]);
+    let total = 2 * PER * BLOCKS;
+    let mut all = vec![0u8; total as usize * BS];
+    c.read(1, &ns, Lba(3), &mut all).unwrap();
+    for k in 0..2 * PER {
+        let lba = k * BLOCKS + 3;
+        let off = (k * BLOCKS) as usize * BS;
+        assert!(
+            all[off..off + BLOCKS as usize * BS]
+                == pattern(lba * 10 + ROUNDS - 1, BLOCKS as usize * BS)[..],
+            "last round's write at {lba}"
+        );
+    }
+    assert_eq!(copied(&rig.target), 0);
+    c.shutdown().unwrap();
+}
