@@ -20,7 +20,7 @@
 //! healthy chunks land straight in them, and parity math reads them in place.
 //!
 //! The `unsafe_code` lint is allowed only in [`sys`] (SIMD kernels, io_uring, ISA-L bindings
-//! for the bench), the crate's FFI room.
+//! for the bench, CUDA for the GPU engine), the crate's FFI room.
 //!
 //! ```
 //! use std::sync::Arc;
