@@ -546,8 +546,12 @@ fn kernel_source_compiles_with_nvrtc() {
         if require_gpu() {
             panic!("NVRTC: {e}");
         }
+        let reason = match e {
+            GpuError::Unavailable { reason } => reason,
+            other => other.to_string(),
+        };
         say(&format!(
-            "gpu test kernel_source_compiles_with_nvrtc: SKIPPED ({e})"
+            "gpu test kernel_source_compiles_with_nvrtc: SKIPPED (no NVRTC: {reason})"
         ));
         return;
     }

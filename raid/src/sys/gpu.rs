@@ -132,7 +132,7 @@ pub fn driver_library() -> Result<(), GpuError> {
             let has = |n: &str| unsafe { lib.get::<*const c_void>(n.as_bytes()) }.is_ok();
             missing_symbol(DRIVER_SYMBOLS, has).map_or(Ok(()), |s| {
                 Err(format!(
-                    "the CUDA driver lacks {s}: it is older than CUDA 13 (driver 580)"
+                    "the CUDA driver library lacks {s}: too old for this build (CUDA 13)"
                 ))
             })
         })
