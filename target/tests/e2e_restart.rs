@@ -1,0 +1,231 @@
+//! End-to-end restart: the target stops, the array is reassembled from the same members, a new
+//! target serves it on another address, and the host sees the same NGUID, EUI-64, UUID and
+//! serial (so Linux keeps the namespace on reconnect) and the data it wrote. Once over
+//! in-memory members (clean and unclean stop), once through the daemon's own bring-up from a
+//! configuration file over member files (create, then assemble; members listed in another
+//! order the third time).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use common::*;
+use raidline_fabric::mem::MemNetwork;
+use raidline_initiator::{Controller, Lba, Nsid};
+use raidline_raid::array::Assembled;
+use raidline_raid::{Array, CpuXor, MemMember, Member};
+use raidline_target::config::Config;
+use raidline_target::daemon::Target;
+use raidline_target::service::build_spec;
+use raidline_target::subsystem::{HostAccess, Limits};
+
+const BS: usize = 4096;
+
+/// Connects host 1 to `target` on `net`, writes `write` (if any) at LBA 77, reads `read_len`
+/// bytes back from there, and returns the identifiers it saw with those bytes.
+fn visit(
+    net: &MemNetwork,
+    target: &Target,
+    write: Option<&[u8]>,
+    read_len: usize,
+) -> (SeenIds, Vec<u8>) {
+    let mut c = Controller::connect(net.device("host1"), target.local_addrs()[0], options(1))
+        .expect("connect");
+    let ids = seen_ids(&mut c, 1);
+    let ns = c.namespace(Nsid(1)).unwrap();
+    if let Some(d) = write {
+        c.write(0, &ns, Lba(77), d).unwrap();
+        c.flush(0, Nsid(1)).unwrap();
+    }
+    let mut back = vec![0u8; read_len];
+    c.read(0, &ns, Lba(77), &mut back).unwrap();
+    c.shutdown().unwrap();
+    (ids, back)
+}
+
+fn nonzero(ids: &SeenIds) {
+    assert_ne!(ids.nguid, [0; 16]);
+    assert_ne!(ids.eui64, [0; 8]);
+    assert!(ids.desc_uuid.is_some_and(|u| u != [0; 16]), "{ids:?}");
+    assert!(!ids.serial.trim().is_empty());
+}
+
+fn reassemble(disks: &[MemMember]) -> Assembled {
+    let (members, _) = members_of(disks, false);
+    // Any order: the roles are in the superblocks.
+    let members: Vec<Arc<dyn Member>> = members.into_iter().rev().collect();
+    Array::assemble(members, None, Arc::new(CpuXor::detect())).expect("assemble")
+}
+
+#[test]
+fn clean_restart_over_mem_members_keeps_ids_and_data() {
+    let rig = default_rig();
+    let uuid = rig.array.uuid();
+    let data = pattern(0x5157, 100 * BS);
+    let (before, back) = visit(&rig.net, &rig.target, Some(&data), data.len());
+    assert!(back == data);
+    nonzero(&before);
+    let Rig {
+        target,
+        disks,
+        array,
+        ..
+    } = rig;
+    let errs = target.shutdown();
+    assert!(errs.is_empty(), "{errs:?}");
+    drop(array);
+
+    let asm = reassemble(&disks);
+    assert!(asm.refused.is_empty(), "{:?}", asm.refused);
+    assert!(
+        !asm.resync_pending,
+        "a clean shutdown leaves the array clean"
+    );
+    let array = Arc::new(asm.array);
+    assert_eq!(array.uuid(), uuid);
+    assert!(array.degraded_roles().is_empty());
+    let net2 = MemNetwork::new();
+    let t2 = start(
+        &net2,
+        "target-restarted",
+        "10.0.0.2:4420".parse().unwrap(),
+        array,
+        HostAccess::Any,
+        Limits::default(),
+    );
+    let (after, back) = visit(&net2, &t2, None, data.len());
+    assert_eq!(after, before, "identifiers changed across a restart");
+    assert!(back == data, "data changed across a restart");
+    assert!(t2.shutdown().is_empty());
+}
+
+#[test]
+fn unclean_stop_keeps_ids_and_acknowledged_data() {
+    let rig = default_rig();
+    let data = pattern(0xDEAD, 64 * BS);
+    let (before, _) = visit(&rig.net, &rig.target, Some(&data), data.len());
+    let Rig {
+        target,
+        disks,
+        array,
+        ..
+    } = rig;
+    // No shutdown: the threads stop, the array is never marked clean.
+    drop(target);
+    drop(array);
+    let asm = reassemble(&disks);
+    let array = Arc::new(asm.array);
+    let net2 = MemNetwork::new();
+    let t2 = start(
+        &net2,
+        "target-restarted",
+        "10.0.0.3:4420".parse().unwrap(),
+        array,
+        HostAccess::Any,
+        Limits::default(),
+    );
+    let (after, back) = visit(&net2, &t2, None, data.len());
+    assert_eq!(
+        after, before,
+        "identifiers changed across an unclean restart"
+    );
+    assert!(
+        back == data,
+        "acknowledged data lost across an unclean restart"
+    );
+    assert!(t2.shutdown().is_empty());
+}
+
+struct TempDir(PathBuf);
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let p =
+            std::env::temp_dir().join(format!("raidline-e2e-{tag}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn config(dir: &Path, members: &[PathBuf], listen: &str) -> Config {
+    let list: Vec<String> = members
+        .iter()
+        .map(|p| format!("\"{}\"", p.display()))
+        .collect();
+    let text = format!(
+        r#"
+[target]
+listen = ["{listen}"]
+management_socket = "{sock}"
+
+[[array]]
+name = "array0"
+members = [{members}]
+chunk_kib = 64
+parity = "cpu"
+rebuild_mb_s = 100
+assume_clean = true
+
+[[subsystem]]
+nqn = "{SUBNQN}"
+model = "Raidline RAID-5"
+allow_any_host = true
+
+[[subsystem.namespace]]
+nsid = 1
+array = "array0"
+"#,
+        sock = dir.join("raidline.sock").display(),
+        members = list.join(", "),
+    );
+    Config::parse(&text, "e2e_restart.toml").expect("config parses")
+}
+
+#[test]
+#[ignore = "daemon bug: service::has_superblock reads into an unaligned Vec, O_DIRECT members refuse it, a restart creates a NEW array (see /work/notes/e2e-bugs.md #2)"]
+fn daemon_bring_up_from_config_keeps_ids_across_restarts() {
+    let dir = TempDir::new("restart");
+    let members: Vec<PathBuf> = (0..4).map(|i| dir.0.join(format!("m{i}.img"))).collect();
+    for m in &members {
+        let f = std::fs::File::create(m).unwrap();
+        f.set_len(9 << 20).unwrap();
+    }
+    let net = MemNetwork::new();
+    // 1: blank members — the daemon creates the array.
+    let spec = build_spec(&config(&dir.0, &members, "10.0.0.1:4420")).expect("bring-up");
+    let uuid = spec.arrays[0].1.uuid();
+    let t1 = Target::start(net.device("t1"), spec).unwrap();
+    let data = pattern(0xF11E, 40 * BS);
+    let (first, back) = visit(&net, &t1, Some(&data), data.len());
+    assert!(back == data);
+    nonzero(&first);
+    assert!(t1.shutdown().is_empty());
+
+    // 2: the same files — assembled, not created.
+    let spec = build_spec(&config(&dir.0, &members, "10.0.0.2:4420")).expect("bring-up");
+    assert_eq!(spec.arrays[0].1.uuid(), uuid, "assembled the same array");
+    let t2 = Target::start(net.device("t2"), spec).unwrap();
+    let (second, back) = visit(&net, &t2, None, data.len());
+    assert_eq!(second, first, "identifiers changed across a daemon restart");
+    assert!(back == data);
+    assert!(t2.shutdown().is_empty());
+
+    // 3: members listed in another order.
+    let shuffled: Vec<PathBuf> = [2, 0, 3, 1].iter().map(|&i| members[i].clone()).collect();
+    let spec = build_spec(&config(&dir.0, &shuffled, "10.0.0.3:4420")).expect("bring-up");
+    assert_eq!(spec.arrays[0].1.uuid(), uuid);
+    let t3 = Target::start(net.device("t3"), spec).unwrap();
+    let (third, back) = visit(&net, &t3, None, data.len());
+    assert_eq!(third, first, "identifiers depend on the member order");
+    assert!(back == data);
+    assert!(t3.shutdown().is_empty());
+}
