@@ -162,6 +162,8 @@ struct RawArray {
     parity: ParityChoice,
     #[serde(default = "default_rebuild")]
     rebuild_mb_s: Spanned<u32>,
+    #[serde(default)]
+    assume_clean: bool,
 }
 
 fn default_chunk() -> Spanned<u32> {
@@ -252,6 +254,10 @@ pub struct ArrayConfig {
     pub parity: ParityChoice,
     /// Rebuild throttle in MB/s.
     pub rebuild_mb_s: u32,
+    /// When the array is first created: the members are known to be zero (new drives, a
+    /// trimmed device, fresh lab images), so parity is already consistent and no initial
+    /// resync runs. Ignored once the array exists.
+    pub assume_clean: bool,
 }
 
 /// One subsystem.
@@ -415,6 +421,7 @@ impl Config {
                 chunk_bytes: chunk * 1024,
                 parity: a.parity,
                 rebuild_mb_s: rebuild,
+                assume_clean: a.assume_clean,
             });
         }
 

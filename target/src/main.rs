@@ -8,8 +8,8 @@ fn main() {
     let cmd = match cli::parse(args) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("raidline: {e}");
-            std::process::exit(2);
+            eprintln!("raidline: {e}\ntry 'raidline --help'");
+            std::process::exit(cli::EXIT_USAGE);
         }
     };
     let code = match cmd {
@@ -32,11 +32,12 @@ fn main() {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let under_systemd = std::env::var_os("JOURNAL_STREAM").is_some();
+    use std::io::IsTerminal;
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("JOURNAL_STREAM").is_none();
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(!under_systemd)
+        .with_ansi(colour)
         .with_target(false)
         .init();
 }

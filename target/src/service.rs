@@ -106,6 +106,7 @@ pub fn bring_up_array(a: &ArrayConfig) -> Result<Arc<Array>, ServiceError> {
         let cfg = RaidArrayConfig {
             chunk: ChunkSize::new(a.chunk_bytes)
                 .map_err(|e| err(raidline_raid::RaidError::Geometry(e)))?,
+            assume_clean: a.assume_clean,
             ..RaidArrayConfig::default()
         };
         let array = Array::create(members, spares, &cfg, parity).map_err(err)?;

@@ -64,6 +64,9 @@ impl AnyExecutor {
     pub fn best(arenas: &[Arc<BufferArena>]) -> AnyExecutor {
         match UringExecutor::new(256) {
             Ok(mut u) => {
+                if arenas.is_empty() {
+                    return AnyExecutor::Uring(Box::new(u));
+                }
                 if let Err(e) = u.register_arenas(arenas) {
                     tracing::debug!("io_uring fixed buffers not registered: {e}");
                 }

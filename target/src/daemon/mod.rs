@@ -298,6 +298,15 @@ impl Target {
             started: Instant::now(),
             to_control,
         });
+        for a in &shared.arrays {
+            let scratch = a.array.scratch_arena().clone();
+            if let Err(e) = a.array.parity_engine().register_memory(&scratch) {
+                tracing::warn!(
+                    "array {}: parity engine cannot map its scratch memory: {e}",
+                    a.name
+                );
+            }
+        }
         let mut links = Vec::new();
         let mut pollers = Vec::new();
         let cq_depth = 4 * u32::from(spec.limits.max_queue_depth) * 8 + 1024;
@@ -305,6 +314,15 @@ impl Target {
             let cq = fabric.create_cq(cq_depth.min(fabric.attrs().max_cqe.max(256)))?;
             let pool = pool::Pool::new(&*fabric, &pd, spec.pool_small, spec.pool_large)?;
             let arenas = pool.arenas();
+            // Parity engines that compute in place (the GPU's mapped host memory) need the
+            // pool's memory registered; CPU engines ignore this.
+            for a in &shared.arrays {
+                for arena in &arenas {
+                    if let Err(e) = a.array.parity_engine().register_memory(arena) {
+                        tracing::warn!("array {}: parity engine cannot map the pool: {e}", a.name);
+                    }
+                }
+            }
             let mut nsq = Vec::new();
             for n in &shared.namespaces {
                 nsq.push(backend::NsQueue::start(

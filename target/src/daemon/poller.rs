@@ -1082,6 +1082,22 @@ impl<F: Fabric> Poller<F> {
             self.post_recv(q, slot);
         }
         let ok = status.is_success();
+        if !ok {
+            let sqe: String = req
+                .sqe
+                .as_bytes()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            tracing::debug!(
+                "controller {} queue {} cid {} opcode {:#04x}: {:?} (sqe {sqe})",
+                q.cntlid,
+                q.proto.qid(),
+                req.cid,
+                req.sqe.opcode(),
+                status
+            );
+        }
         if let Some((ns, read, bytes)) = req.account {
             let entry = &self.shared.namespaces[ns];
             let took = req.started.elapsed().as_nanos() as u64;

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# raidline inside a lab guest: RAID-5 over the emulated NVMe drives, served over the guest's
+# soft-RoCE device, driven like the reference target (deploy/lab/ref-target.sh).
+#
+#   raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N]
+#       write $LAB_RUN/raidline.toml (array over all $LAB_DRIVES drives, assume_clean at
+#       creation, allow any host), start `raidline run` in the background (log: $LAB_RUN/raidline.log,
+#       appended across restarts) and wait until it logs "ready"
+#   raidline.sh stop      SIGTERM; wait for a clean exit (status 0, "stopped cleanly")
+#   raidline.sh kill      SIGKILL, no goodbye (crash test)
+#   raidline.sh status    `raidline status` over the management socket
+usage="usage: raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N] | stop | kill | status"
+set -euo pipefail
+
+lab=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=deploy/lab/guest/lib.sh
+. "$lab/guest/lib.sh"
+die() { echo "raidline.sh: error: $*" >&2; exit 2; }
+
+[ $# -ge 1 ] || die "$usage"
+action=$1; shift
+addr=${LAB_IP:-} nqn=nqn.2026-11.io.raidline:array0 chunk=64 cores=1
+bin=${RAIDLINE_BIN:-$lab/../../build/release/raidline}
+while [ $# -gt 0 ]; do
+  [ $# -ge 2 ] || die "$1 needs a value
+$usage"
+  case "$1" in
+    --addr) addr=$2 ;; --nqn) nqn=$2 ;; --chunk) chunk=$2 ;; --bin) bin=$2 ;; --cores) cores=$2 ;;
+    *) die "unknown option $1
+$usage" ;;
+  esac
+  shift 2
+done
+conf=$LAB_RUN/raidline.toml
+log=$LAB_RUN/raidline.log
+pidfile=/run/raidline-lab.pid
+sock=/run/raidline/raidline.sock
+
+case "$action" in
+  start)
+    [ -x "$bin" ] || die "no $bin (cargo build --release -p raidline-target --bin raidline)"
+    [ -n "$addr" ] || die "no --addr and no \$LAB_IP"
+    mapfile -t drives < <(lab_nvme_drives)
+    [ "${#drives[@]}" -ge 3 ] || die "RAID-5 needs at least 3 drives, have ${#drives[@]}"
+    [ -n "${LAB_RXE:-}" ] || lab_rxe_up
+    members=$(printf '"%s", ' "${drives[@]}")
+    cat > "$conf" <<CONF
+[target]
+listen = ["$addr:4420"]
+cores = $cores
+poll_mode = "adaptive"
+management_socket = "$sock"
+metrics = "127.0.0.1:9420"
+rdma_device = "$LAB_RXE"
+
+[[array]]
+name = "array0"
+members = [${members%, }]
+chunk_kib = $chunk
+parity = "cpu"
+rebuild_mb_s = 200
+assume_clean = true
+
+[[subsystem]]
+nqn = "$nqn"
+model = "Raidline RAID-5"
+allow_any_host = true
+
+[[subsystem.namespace]]
+nsid = 1
+array = "array0"
+CONF
+    "$bin" check-config "$conf" >&2 || die "check-config refused $conf"
+    setsid "$bin" run --config "$conf" >> "$log" 2>&1 < /dev/null &
+    echo $! > "$pidfile"
+    for _ in $(seq 1200); do
+      if grep -q "ready: serving on" "$log"; then
+        lab_log "raidline (pid $(cat "$pidfile")) serving $nqn on $addr:4420 via $LAB_RXE"
+        exit 0
+      fi
+      kill -0 "$(cat "$pidfile")" 2>/dev/null || { tail -n 30 "$log" >&2; die "raidline exited during start"; }
+      sleep 0.1
+    done
+    tail -n 30 "$log" >&2
+    die "raidline not ready after 120 s"
+    ;;
+  stop)
+    pid=$(cat "$pidfile" 2>/dev/null) || die "not started"
+    kill -TERM "$pid" 2>/dev/null || die "raidline (pid $pid) is not running"
+    for _ in $(seq 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$pid" 2>/dev/null && die "raidline (pid $pid) still running 60 s after SIGTERM"
+    # setsid'ed, so not our child: its exit status is in the log's last lines.
+    tail -n 3 "$log" | grep -q "stopped cleanly" || { tail -n 20 "$log" >&2; die "raidline did not stop cleanly"; }
+    rm -f "$pidfile"
+    lab_log "raidline stopped cleanly"
+    ;;
+  kill)
+    pid=$(cat "$pidfile" 2>/dev/null) || die "not started"
+    kill -KILL "$pid"
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    rm -f "$pidfile"
+    lab_log "raidline (pid $pid) killed with SIGKILL"
+    ;;
+  status)
+    "$bin" status --socket "$sock"
+    ;;
+  *) die "$usage" ;;
+esac
