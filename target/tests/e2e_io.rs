@@ -336,3 +336,113 @@ fn write_zeroes_deallocate_flush_and_fua() {
     assert_eq!(copied(&rig.target), 0);
     c.shutdown().unwrap();
 }
+
+#[test]
+fn smart_log_counts_this_controllers_io() {
+    use raidline_proto::log::{LogPageId, SmartLog};
+    let rig = default_rig();
+    let mut c = connect(&rig, 1);
+    let mut other = connect(&rig, 2);
+    let ns = c.namespace(Nsid(1)).unwrap();
+    let (mut wbytes, mut rbytes, mut w, mut r) = (0u128, 0u128, 0u128, 0u128);
+    for (i, blocks) in [1usize, 7, 64, 256, 200, 3].into_iter().enumerate() {
+        let data = pattern(i as u64, blocks * BS);
+        c.write(0, &ns, Lba(10 + 300 * i as u64), &data).unwrap();
+        (wbytes, w) = (wbytes + data.len() as u128, w + 1);
+        if i % 2 == 0 {
+            let mut back = vec![0u8; data.len()];
+            c.read(0, &ns, Lba(10 + 300 * i as u64), &mut back).unwrap();
+            (rbytes, r) = (rbytes + back.len() as u128, r + 1);
+        }
+    }
+    // Another controller's I/O is not this controller's.
+    other
+        .write(0, &ns, Lba(5000), &pattern(9, 64 * BS))
+        .unwrap();
+    let b = c
+        .get_log_page(LogPageId::SMART, 0xFFFF_FFFF, 0, 512)
+        .unwrap();
+    let s = SmartLog::parse(&b).unwrap();
+    assert_eq!(s.host_write_commands, w);
+    assert_eq!(s.host_read_commands, r);
+    assert_eq!(s.data_units_written, wbytes.div_ceil(512_000));
+    assert_eq!(s.data_units_read, rbytes.div_ceil(512_000));
+    assert_eq!(s.critical_warning, 0, "healthy array");
+    other.shutdown().unwrap();
+    c.shutdown().unwrap();
+}
+
+#[test]
+fn io_queue_disconnect_frees_the_queue_id() {
+    use raidline_proto::fabrics::{ConnectData, Disconnect};
+    use raidline_proto::features::{FeatureId, NumberOfQueues};
+    use raidline_proto::text::Nqn;
+    let rig = default_rig();
+    let mut o = options(1);
+    o.io_queues = 0;
+    o.kato = Duration::from_secs(30);
+    let mut c = connect_with(&rig, 1, o).unwrap();
+    c.set_features(
+        FeatureId::NUMBER_OF_QUEUES,
+        NumberOfQueues::from_counts(1, 1).unwrap().to_dword(),
+    )
+    .unwrap();
+    let cntlid = c.cntlid();
+    let data = ConnectData {
+        hostid: host(1).hostid,
+        cntlid,
+        subnqn: Nqn::new(SUBNQN).unwrap(),
+        hostnqn: host(1).hostnqn,
+    };
+    let conns = |rig: &Rig| {
+        let ctrls = rig.target.shared().controllers.lock().unwrap();
+        let mut q: Vec<u16> = ctrls[&cntlid].conns.iter().map(|(q, _, _)| *q).collect();
+        q.sort_unstable();
+        q
+    };
+    let addr = rig.target.local_addrs()[0];
+    let mut q = RawQueue::connect(&rig.net, "raw-a", addr, 1, 8, cntlid).unwrap();
+    assert!(q.fabrics_connect(0, &data).unwrap().status.is_success());
+    assert_eq!(conns(&rig), vec![0, 1]);
+    let cqe = q
+        .exec(Disconnect { cid: 0, recfmt: 0 }.to_sqe(), &[])
+        .unwrap();
+    assert!(cqe.status.is_success(), "Disconnect: {:?}", cqe.status);
+    assert!(
+        eventually(Duration::from_secs(3), || conns(&rig) == vec![0]),
+        "queue 1 still listed: {:?}",
+        conns(&rig)
+    );
+    let sgl = q.keyed(0, 4096);
+    let mut read = IoCommand::Read(ReadWrite {
+        cid: 0,
+        nsid: 1,
+        sgl,
+        slba: 0,
+        nlb: 1,
+        fua: false,
+        limited_retry: false,
+        prinfo: 0,
+        dtype: 0,
+        dsm: 0,
+        dspec: 0,
+        reftag: 0,
+        apptag: 0,
+    })
+    .to_sqe()
+    .unwrap();
+    assert!(
+        q.exec(read, &[]).is_err(),
+        "a disconnected queue answers nothing"
+    );
+    drop(q);
+    // Queue id 1 is free again; the controller never noticed.
+    let mut q = RawQueue::connect(&rig.net, "raw-b", addr, 1, 8, cntlid).unwrap();
+    let cqe = q.fabrics_connect(0, &data).unwrap();
+    assert!(cqe.status.is_success(), "reconnect qid 1: {:?}", cqe.status);
+    read.set_sgl1(&q.keyed(0, 4096)).unwrap();
+    assert!(q.exec(read, &[]).unwrap().status.is_success());
+    assert_eq!(conns(&rig), vec![0, 1]);
+    c.identify_controller().unwrap();
+    c.shutdown().unwrap();
+}
