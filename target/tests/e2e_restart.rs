@@ -229,3 +229,108 @@ fn daemon_bring_up_from_config_keeps_ids_across_restarts() {
     assert!(back == data);
     assert!(t3.shutdown().is_empty());
 }
+
+#[test]
+fn writes_acknowledged_before_an_abrupt_stop_survive_it() {
+    use raidline_initiator::io::{submit_rw, IoOp};
+    use raidline_initiator::Tag;
+    use std::time::Duration;
+    const BLOCKS: u32 = 8;
+    const K: u64 = 700; // distinct 8-block slots: far more than get done before the stop
+    let rig = default_rig();
+    let mut o = options(1);
+    o.io_depth = 32;
+    o.io_timeout = Duration::from_secs(2);
+    let mut c = connect_with(&rig, 1, o).unwrap();
+    let ns = c.namespace(Nsid(1)).unwrap();
+    let mut q = c.take_io_queues().pop().unwrap();
+    let Rig {
+        target,
+        disks,
+        array,
+        ..
+    } = rig;
+    let (acked, failed) = std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            let mut acked = Vec::new();
+            let mut failed = 0u64;
+            let mut slot_of: Vec<Option<u64>> = vec![None; usize::from(q.depth())];
+            let mut next = 0u64;
+            let mut done: Vec<Tag> = Vec::new();
+            let mut submitting = true;
+            loop {
+                while submitting && next < K {
+                    let Some(tag) = q.alloc() else { break };
+                    let data = pattern(next + 1, BLOCKS as usize * BS);
+                    let ok = q.write_data(tag, 0, &data).is_ok()
+                        && submit_rw(&mut q, tag, IoOp::Write, &ns, Lba(next * 8), BLOCKS).is_ok();
+                    if !ok {
+                        q.release(tag);
+                        submitting = false;
+                        break;
+                    }
+                    slot_of[tag.index()] = Some(next);
+                    next += 1;
+                }
+                done.clear();
+                q.poll(&mut done);
+                for &t in &done {
+                    let (Some(k), Some(f)) = (slot_of[t.index()].take(), q.take(t)) else {
+                        continue;
+                    };
+                    match f.result {
+                        Ok(_) => acked.push(k),
+                        Err(_) => {
+                            failed += 1;
+                            submitting = false;
+                        }
+                    }
+                }
+                if q.in_flight() == 0 && (!submitting || next >= K) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            (acked, failed)
+        });
+        std::thread::sleep(Duration::from_millis(150));
+        // The target goes away in the middle of the stream, without a shutdown.
+        drop(target);
+        writer.join().unwrap()
+    });
+    assert!(
+        !acked.is_empty(),
+        "nothing was acknowledged before the stop"
+    );
+    assert!(
+        (acked.len() as u64) < K,
+        "the stop came after the stream ended ({} acknowledged, {failed} failed)",
+        acked.len()
+    );
+    drop(q);
+    drop(c);
+    drop(array);
+    let asm = reassemble(&disks);
+    let net2 = MemNetwork::new();
+    let t2 = start(
+        &net2,
+        "target-restarted",
+        "10.0.0.4:4420".parse().unwrap(),
+        Arc::new(asm.array),
+        HostAccess::Any,
+        Limits::default(),
+    );
+    let mut c = Controller::connect(net2.device("host1"), t2.local_addrs()[0], options(1)).unwrap();
+    let ns = c.namespace(Nsid(1)).unwrap();
+    let mut back = vec![0u8; BLOCKS as usize * BS];
+    for &k in &acked {
+        c.read(0, &ns, Lba(k * 8), &mut back).unwrap();
+        assert!(
+            back == pattern(k + 1, back.len()),
+            "acknowledged write {k} lost ({} acknowledged, {failed} failed)",
+            acked.len()
+        );
+    }
+    c.shutdown().unwrap();
+    assert!(t2.shutdown().is_empty());
+}
