@@ -624,3 +624,70 @@ fn segment_sgl_with_nonzero_reserved_bytes_is_descriptor_type_invalid() {
         );
     }
 }
+
+#[test]
+fn garbage_capsules_close_only_their_queue() {
+    let mut s = setup();
+    let mut other = connect(&s.rig, 2);
+    let ns = other.namespace(raidline_initiator::Nsid(1)).unwrap();
+    let cntlid = s.admin.cntlid();
+    let conns = |s: &Setup| {
+        let ctrls = s.rig.target.shared().controllers.lock().unwrap();
+        let mut q: Vec<u16> = ctrls[&cntlid].conns.iter().map(|(q, _, _)| *q).collect();
+        q.sort_unstable();
+        q
+    };
+    assert_eq!(conns(&s), vec![0, 1]);
+    let addr = s.rig.target.local_addrs()[0];
+
+    // A 32-byte capsule: not even a command.
+    let r = s.q.exec_bytes(&[0x5A; 32], 0x5A5A);
+    assert!(
+        matches!(&r, Err(e) if e.contains("disconnected")),
+        "a short capsule: {r:?}"
+    );
+    assert!(
+        eventually(Duration::from_secs(3), || conns(&s) == vec![0]),
+        "queue 1 still listed after a short capsule: {:?}",
+        conns(&s)
+    );
+
+    // A capsule larger than the in-capsule limit (64 + 8192 + 4096 bytes).
+    let mut q = RawQueue::connect(&s.rig.net, "raw-big", addr, 1, 8, cntlid).unwrap();
+    let cqe = q.fabrics_connect(0, &connect_data(cntlid)).unwrap();
+    assert!(cqe.status.is_success(), "{:?}", cqe.status);
+    let mut sqe = rw(
+        true,
+        1,
+        REF_LBA,
+        3,
+        SglDescriptor::InCapsule {
+            offset: 0,
+            length: 3 * 4096,
+        },
+    );
+    sqe.set_cid(77);
+    let mut capsule = sqe.as_bytes().to_vec();
+    capsule.extend_from_slice(&pattern(1, 3 * 4096));
+    // The target's receive buffer cannot hold it: the send fails on the wire (as on a real
+    // RC QP) and the target closes the queue.
+    let r = q.exec_bytes(&capsule, 77);
+    assert!(r.is_err(), "an oversized capsule was answered: {r:?}");
+    drop(q);
+
+    // Everyone else is unaffected; the reference data is intact.
+    let mut back = vec![0u8; s.reference.len()];
+    other
+        .read(0, &ns, raidline_initiator::Lba(REF_LBA), &mut back)
+        .unwrap();
+    assert!(back == s.reference, "the oversized write must not land");
+    s.admin.identify_controller().unwrap();
+    assert!(eventually(Duration::from_secs(3), || conns(&s) == vec![0]));
+    let mut q = RawQueue::connect(&s.rig.net, "raw-again", addr, 1, 8, cntlid).unwrap();
+    assert!(q
+        .fabrics_connect(0, &connect_data(cntlid))
+        .unwrap()
+        .status
+        .is_success());
+    other.shutdown().unwrap();
+}

@@ -454,11 +454,26 @@ impl RawQueue {
                     .map_err(|e| e.to_string())?,
             );
         }
+        self.post_and_wait(&sges, cid)
+    }
+
+    /// Sends `capsule` as it is (any length, from the data area) and waits as
+    /// [`RawQueue::exec`] does for a response with command id `cid`.
+    pub fn exec_bytes(&mut self, capsule: &[u8], cid: u16) -> Result<Cqe, String> {
+        self.write_data(0, capsule);
+        let sge = self
+            .mr
+            .sge(RAW_DATA_OFF as u64, capsule.len() as u32)
+            .map_err(|e| e.to_string())?;
+        self.post_and_wait(&[sge], cid)
+    }
+
+    fn post_and_wait(&mut self, sges: &[Sge], cid: u16) -> Result<Cqe, String> {
         self.qp
             .post_send(&[SendWr {
                 wr_id: WrId(1),
                 op: SendOp::Send,
-                payload: Payload::Sges(&sges),
+                payload: Payload::Sges(sges),
                 signaled: true,
             }])
             .map_err(|e| format!("post send: {e:?}"))?;
