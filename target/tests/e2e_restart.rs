@@ -232,6 +232,18 @@ fn daemon_bring_up_from_config_keeps_ids_across_restarts() {
 
 #[test]
 fn writes_acknowledged_before_an_abrupt_stop_survive_it() {
+    stop_in_the_middle_of_writes(false);
+}
+
+#[test]
+fn shutdown_in_the_middle_of_writes_drains_and_leaves_the_array_clean() {
+    stop_in_the_middle_of_writes(true);
+}
+
+/// 32-deep pipelined writes to distinct 8-block slots; the target stops after 150 ms
+/// (`graceful`: [`Target::shutdown`], else dropped); the array is reassembled and served
+/// again, and every write the host saw acknowledged reads back.
+fn stop_in_the_middle_of_writes(graceful: bool) {
     use raidline_initiator::io::{submit_rw, IoOp};
     use raidline_initiator::Tag;
     use std::time::Duration;
@@ -294,8 +306,13 @@ fn writes_acknowledged_before_an_abrupt_stop_survive_it() {
             (acked, failed)
         });
         std::thread::sleep(Duration::from_millis(150));
-        // The target goes away in the middle of the stream, without a shutdown.
-        drop(target);
+        // The target goes away in the middle of the stream.
+        if graceful {
+            let errs = target.shutdown();
+            assert!(errs.is_empty(), "{errs:?}");
+        } else {
+            drop(target);
+        }
         writer.join().unwrap()
     });
     assert!(
@@ -311,6 +328,12 @@ fn writes_acknowledged_before_an_abrupt_stop_survive_it() {
     drop(c);
     drop(array);
     let asm = reassemble(&disks);
+    if graceful {
+        assert!(
+            !asm.resync_pending,
+            "a drained shutdown marks the array clean"
+        );
+    }
     let net2 = MemNetwork::new();
     let t2 = start(
         &net2,
