@@ -25,6 +25,10 @@ fn silent_host_is_torn_down_after_kato() {
     let mut o = options(1);
     o.kato = Duration::from_secs(1);
     let mut c = connect_with(&rig, 1, o).unwrap();
+    // A bystander without keep-alive (KATO 0): the expiry must not touch it.
+    let mut o = options(3);
+    o.kato = Duration::ZERO;
+    let mut bystander = connect_with(&rig, 3, o).unwrap();
     let ns = c.namespace(Nsid(1)).unwrap();
     let data = pattern(1, 8 * 4096);
     c.write(0, &ns, Lba(0), &data).unwrap();
@@ -66,6 +70,14 @@ fn silent_host_is_torn_down_after_kato() {
     assert!(t.elapsed() < Duration::from_secs(5), "failed fast");
     let a = c.identify_controller();
     assert!(a.is_err(), "admin command after expiry: {a:?}");
+    assert!(
+        listed(&rig, bystander.cntlid()),
+        "the bystander was torn down too"
+    );
+    let mut b = vec![0u8; data.len()];
+    bystander.read(0, &ns, Lba(0), &mut b).unwrap();
+    assert!(b == data);
+    bystander.shutdown().unwrap();
     // The host starts over and finds its data.
     drop(c);
     let mut c2 = connect(&rig, 1);
