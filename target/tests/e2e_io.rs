@@ -446,3 +446,66 @@ fn io_queue_disconnect_frees_the_queue_id() {
     c.identify_controller().unwrap();
     c.shutdown().unwrap();
 }
+
+#[test]
+fn eight_hosts_two_queues_each_on_two_pollers() {
+    let rig = rig(&RigOptions {
+        pollers: 2,
+        ..RigOptions::default()
+    });
+    const HOSTS: u8 = 8;
+    const BLOCKS: usize = 48; // one stripe per write
+    let results: Vec<(u16, u16)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (1..=HOSTS)
+            .map(|h| {
+                let rig = &rig;
+                s.spawn(move || {
+                    let mut o = options(h);
+                    o.io_queues = 2;
+                    o.io_depth = 16;
+                    let mut c = connect_with(rig, h, o).unwrap();
+                    let ns = c.namespace(Nsid(1)).unwrap();
+                    let base = u64::from(h) * 400;
+                    for qi in 0..2usize {
+                        for k in 0..3u64 {
+                            let lba = base + (qi as u64 * 3 + k) * BLOCKS as u64;
+                            let data = pattern(lba, BLOCKS * BS);
+                            c.write(qi, &ns, Lba(lba), &data).unwrap();
+                        }
+                    }
+                    for qi in 0..2usize {
+                        let mut back = vec![0u8; 6 * BLOCKS * BS];
+                        c.read(1 - qi, &ns, Lba(base), &mut back).unwrap();
+                        for (i, chunk) in back.chunks(BLOCKS * BS).enumerate() {
+                            let lba = base + (i * BLOCKS) as u64;
+                            assert!(chunk == pattern(lba, BLOCKS * BS), "host {h} lba {lba}");
+                        }
+                    }
+                    let granted = c.io.len() as u16;
+                    let id = c.cntlid();
+                    c.shutdown().unwrap();
+                    (id, granted)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let ids: std::collections::BTreeSet<u16> = results.iter().map(|r| r.0).collect();
+    assert_eq!(
+        ids.len(),
+        usize::from(HOSTS),
+        "controller ids unique: {results:?}"
+    );
+    assert!(results.iter().all(|r| r.1 == 2), "{results:?}");
+    assert_eq!(copied(&rig.target), 0);
+    assert!(
+        eventually(Duration::from_secs(3), || rig
+            .target
+            .shared()
+            .controllers
+            .lock()
+            .unwrap()
+            .is_empty()),
+        "controllers left after every host shut down"
+    );
+}

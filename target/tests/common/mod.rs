@@ -67,6 +67,8 @@ pub struct RigOptions {
     pub limits: Limits,
     /// Wrap each member in a [`FaultyMember`].
     pub faulty: bool,
+    /// Poller threads.
+    pub pollers: usize,
 }
 
 impl Default for RigOptions {
@@ -77,6 +79,7 @@ impl Default for RigOptions {
             hosts: HostAccess::Any,
             limits: Limits::default(),
             faulty: false,
+            pollers: 1,
         }
     }
 }
@@ -124,14 +127,14 @@ pub fn rig(o: &RigOptions) -> Rig {
     let (members, faults) = members_of(&disks, o.faulty);
     let array = create_array(members);
     let net = MemNetwork::new();
-    let target = start(
-        &net,
-        "target0",
+    let mut spec = spec_for(
         ADDR.parse().expect("addr"),
         array.clone(),
         o.hosts.clone(),
         o.limits,
     );
+    spec.pollers = o.pollers;
+    let target = Target::start(net.device("target0"), spec).expect("target start");
     Rig {
         net,
         target,
