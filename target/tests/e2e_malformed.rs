@@ -608,7 +608,6 @@ fn malformed_admin_and_connect_sequence() {
 }
 
 #[test]
-#[ignore = "daemon bug: a segment SGL with non-zero reserved bytes is answered Invalid Field, not SGL Descriptor Type Invalid (see /work/notes/e2e-bugs.md)"]
 fn segment_sgl_with_nonzero_reserved_bytes_is_descriptor_type_invalid() {
     let mut s = setup();
     // A keyed descriptor re-typed as a segment (0x20): bytes 11..15 carry the old key.
