@@ -113,3 +113,25 @@ fn keep_alive_keeps_the_controller() {
         "a shut-down controller is removed"
     );
 }
+
+#[test]
+fn kato_set_by_set_features_is_enforced() {
+    use raidline_proto::features::FeatureId;
+    let rig = default_rig();
+    let mut o = options(4);
+    o.kato = Duration::ZERO; // no keep-alive asked at connect
+    let mut c = connect_with(&rig, 4, o).unwrap();
+    let cntlid = c.cntlid();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(listed(&rig, cntlid), "KATO 0 must not expire");
+    // Keep-Alive Timer (FID 0Fh): 1000 ms, then silence.
+    c.set_features(FeatureId::KEEP_ALIVE_TIMER, 1000).unwrap();
+    let quiet = Instant::now();
+    assert!(
+        eventually(Duration::from_secs(3), || !listed(&rig, cntlid)),
+        "KATO set to 1 s by Set Features was not enforced within {:?}",
+        quiet.elapsed()
+    );
+    assert!(quiet.elapsed() >= Duration::from_millis(1000));
+    assert!(c.identify_controller().is_err());
+}
