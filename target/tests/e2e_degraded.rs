@@ -185,3 +185,81 @@ fn member_failing_under_pipelined_writes_on_two_queues() {
     assert_eq!(copied(&rig.target), 0);
     c.shutdown().unwrap();
 }
+
+#[test]
+fn rebuild_onto_a_hot_spare_under_host_io_restores_redundancy() {
+    use raidline_raid::{ArrayConfig, ChunkSize, CpuXor, MemMember};
+    use raidline_target::subsystem::{HostAccess, Limits};
+    use std::sync::Arc;
+    let disks = mem_disks(4, (8 << 20) + (1 << 20));
+    let (members, faults) = members_of(&disks, true);
+    let spare = MemMember::new("spare0", (8 << 20) + (1 << 20));
+    let cfg = ArrayConfig {
+        chunk: ChunkSize::new(CHUNK as u32).unwrap(),
+        assume_clean: true,
+        ..ArrayConfig::default()
+    };
+    let array = Arc::new(
+        raidline_raid::Array::create(
+            members,
+            vec![Arc::new(spare.clone())],
+            &cfg,
+            Arc::new(CpuXor::detect()),
+        )
+        .unwrap(),
+    );
+    assert_eq!(array.spares(), 1);
+    let net = raidline_fabric::mem::MemNetwork::new();
+    let target = start(
+        &net,
+        "target0",
+        ADDR.parse().unwrap(),
+        array.clone(),
+        HostAccess::Any,
+        Limits::default(),
+    );
+    let mut c =
+        Controller::connect(net.device("host1"), target.local_addrs()[0], options(1)).unwrap();
+    let ns = c.namespace(Nsid(1)).unwrap();
+    let mut shadow = pattern(0x5A, REGION * BS);
+    c.write(0, &ns, Lba(0), &shadow).unwrap();
+
+    faults[1].inject(Fault::Vanished);
+    // Host I/O goes on while the array fails role 1 over to the spare and rebuilds it.
+    let mut rng = Lcg(99);
+    let end = Instant::now() + Duration::from_secs(10);
+    let mut op = 0u64;
+    loop {
+        let n = 1 + rng.below(48) as usize;
+        let lba = rng.below((REGION - n) as u64) as usize;
+        let data = pattern(op + 1000, n * BS);
+        c.write(0, &ns, Lba(lba as u64), &data)
+            .unwrap_or_else(|e| panic!("op {op}: write {n}@{lba}: {e}"));
+        shadow[lba * BS..(lba + n) * BS].copy_from_slice(&data);
+        let mut back = vec![0u8; n * BS];
+        c.read(0, &ns, Lba(lba as u64), &mut back).unwrap();
+        assert!(back == shadow[lba * BS..(lba + n) * BS], "op {op}");
+        op += 1;
+        let rebuilt = array.spares() == 0
+            && array.degraded_roles().is_empty()
+            && array.rebuild_progress().is_none_or(|p| p.finished);
+        if op >= 16 && rebuilt {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "no rebuild within 10 s: spares {}, degraded {:?}, progress {:?}",
+            array.spares(),
+            array.degraded_roles(),
+            array.rebuild_progress()
+        );
+    }
+    assert!(faults[1].injected() > 0);
+    // The spare now holds role 1: lose another member and everything must still read back,
+    // which it can only if the rebuild (and the writes during it) put the right bytes there.
+    faults[3].inject(Fault::Vanished);
+    verify_all(&mut c, &shadow, "after rebuild, with member 3 gone");
+    assert_eq!(array.degraded_roles(), vec![3]);
+    assert_eq!(copied(&target), 0);
+    c.shutdown().unwrap();
+}
