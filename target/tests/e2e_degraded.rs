@@ -263,3 +263,44 @@ fn rebuild_onto_a_hot_spare_under_host_io_restores_redundancy() {
     assert_eq!(copied(&target), 0);
     c.shutdown().unwrap();
 }
+
+#[test]
+fn operator_fails_a_member_through_the_management_api() {
+    use raidline_target::mgmt::Management;
+    use raidline_target::service::Api;
+    let rig = default_rig();
+    let api = Api::new(rig.target.shared().clone());
+    let mut c = connect(&rig, 1);
+    let ns = c.namespace(Nsid(1)).unwrap();
+    let shadow = pattern(0x0FA1, REGION * BS);
+    c.write(0, &ns, Lba(0), &shadow).unwrap();
+    let st = api.status();
+    assert_eq!(st.arrays.len(), 1);
+    assert_eq!(st.arrays[0].state, "clean");
+    let me = st
+        .controllers
+        .iter()
+        .find(|k| k.cntlid == c.cntlid())
+        .expect("the controller is in the status report");
+    assert_eq!(me.hostnqn, host(1).hostnqn.to_string());
+    assert_eq!(me.subnqn, SUBNQN);
+    let mut qids: Vec<u16> = me.queues.iter().map(|q| q.qid).collect();
+    qids.sort_unstable();
+    assert_eq!(qids, vec![0, 1]);
+
+    assert!(api.array_fail("array0", "nosuch").is_err());
+    assert!(api.array_fail("nosuch", "d2").is_err());
+    api.array_fail("array0", "d2").unwrap();
+    assert_eq!(rig.array.degraded_roles(), vec![2]);
+    let st = api.status();
+    assert_eq!(st.arrays[0].state, "degraded");
+    assert_eq!(st.arrays[0].members[2].state, "failed");
+    // The host keeps going: writes over the failed role's chunks, then a full verify.
+    let mut shadow = shadow;
+    let data = pattern(0x0FA2, 200 * BS);
+    c.write(0, &ns, Lba(301), &data).unwrap();
+    shadow[301 * BS..501 * BS].copy_from_slice(&data);
+    verify_all(&mut c, &shadow, "after the operator failed d2");
+    assert_eq!(copied(&rig.target), 0);
+    c.shutdown().unwrap();
+}
