@@ -19,6 +19,7 @@ use raidline_proto::fabrics::{
 };
 use raidline_proto::features::{FeatureId, NumberOfQueues};
 use raidline_proto::io::{DatasetManagement, DsmRange, IoCommand, ReadWrite, WriteZeroes};
+use raidline_proto::rdma_cm::CmRejectStatus;
 use raidline_proto::sgl::SglSubtype;
 use raidline_proto::sqe::Psdt;
 use raidline_proto::text::Nqn;
@@ -689,4 +690,91 @@ fn garbage_capsules_close_only_their_queue() {
         .status
         .is_success());
     other.shutdown().unwrap();
+}
+
+#[test]
+fn connect_parameters_out_of_range() {
+    let s = setup();
+    let cntlid = s.admin.cntlid();
+    let addr = s.rig.target.local_addrs()[0];
+    let ipo = |cqe: &Cqe| ConnectResponse::invalid_from_dw0(cqe.dw0());
+    let invalid = dnr(StatusCode::CONNECT_INVALID_PARAMETERS);
+
+    // An I/O queue id over the target's limit (16), and queue sizes over the limits: refused
+    // already in the RDMA CM exchange, with the NVMe/RDMA reject status.
+    for (what, qid, depth, want) in [
+        ("qid 17", 17u16, 8u16, CmRejectStatus::INVALID_QID),
+        ("I/O queue of 129", 1, 129, CmRejectStatus::INVALID_HSQSIZE),
+        ("admin queue of 33", 0, 33, CmRejectStatus::INVALID_HSQSIZE),
+    ] {
+        match RawQueue::connect(&s.rig.net, "raw-cm", addr, qid, depth, cntlid) {
+            Err(e) => assert!(
+                e.ends_with(&format!("NVMe/RDMA status {}", want.0)),
+                "{what}: {e}"
+            ),
+            Ok(_) => panic!("{what}: accepted"),
+        }
+    }
+
+    // An admin queue asking for a static controller id.
+    let mut q = RawQueue::connect(&s.rig.net, "raw-static", addr, 0, 32, 0).unwrap();
+    let cqe = q.fabrics_connect(0, &connect_data(5)).unwrap();
+    assert_eq!(cqe.status, invalid, "static cntlid");
+    assert_eq!(
+        ipo(&cqe),
+        ConnectResponse::InvalidParameter {
+            attribute: InvalidParameterIn::Data,
+            offset: ConnectData::OFFSET_CNTLID,
+        }
+    );
+    // The same queue then connects properly as a new controller.
+    let cqe = q.fabrics_connect(0, &connect_data(0xFFFF)).unwrap();
+    assert!(cqe.status.is_success(), "{:?}", cqe.status);
+    assert_ne!(cqe.dw0() as u16, cntlid);
+    drop(q);
+
+    // An I/O queue Connect whose SQSIZE is 0 (a one-entry queue).
+    let mut q = RawQueue::connect(&s.rig.net, "raw-sq0", addr, 2, 8, cntlid).unwrap();
+    let bytes = connect_data(cntlid).to_bytes();
+    q.write_data(0, &bytes);
+    let sqe = Connect {
+        cid: 0,
+        sgl: q.keyed(0, bytes.len() as u32),
+        recfmt: 0,
+        qid: 2,
+        sqsize: 0,
+        cattr: 0,
+        kato: 0,
+    }
+    .to_sqe()
+    .unwrap();
+    let cqe = q.exec(sqe, &[]).unwrap();
+    assert_eq!(cqe.status, invalid, "sqsize 0");
+    assert_eq!(
+        ipo(&cqe),
+        ConnectResponse::InvalidParameter {
+            attribute: InvalidParameterIn::Command,
+            offset: Connect::OFFSET_SQSIZE,
+        }
+    );
+    // A record format other than 0.
+    let sqe = Connect {
+        cid: 0,
+        sgl: q.keyed(0, bytes.len() as u32),
+        recfmt: 1,
+        qid: 2,
+        sqsize: 7,
+        cattr: 0,
+        kato: 0,
+    }
+    .to_sqe()
+    .unwrap();
+    let cqe = q.exec(sqe, &[]).unwrap();
+    assert_eq!(
+        cqe.status.code,
+        StatusCode::CONNECT_INCOMPATIBLE_FORMAT,
+        "recfmt 1"
+    );
+    let cqe = q.fabrics_connect(0, &connect_data(cntlid)).unwrap();
+    assert!(cqe.status.is_success(), "{:?}", cqe.status);
 }

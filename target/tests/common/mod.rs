@@ -23,7 +23,7 @@ use raidline_fabric::{
 use raidline_initiator::{Controller, ControllerOptions, HostIdentity};
 use raidline_proto::cqe::CQE_LEN;
 use raidline_proto::fabrics::{Connect, ConnectData};
-use raidline_proto::rdma_cm::CmRequest;
+use raidline_proto::rdma_cm::{CmReject, CmRequest};
 use raidline_proto::sqe::SQE_LEN;
 use raidline_proto::text::Nqn;
 use raidline_proto::{Cqe, SglDescriptor, Sqe};
@@ -293,6 +293,8 @@ pub struct RawQueue {
 
 impl RawQueue {
     /// RDMA CM connect of queue `qid` (`depth` entries) to `addr`, as controller `cntlid`.
+    /// A reject comes back as `"rejected: reason R, NVMe/RDMA status S"` (S decimal, 0 when
+    /// the reject carried none).
     pub fn connect(
         net: &MemNetwork,
         dev: &str,
@@ -350,8 +352,15 @@ impl RawQueue {
                     qp: Some(qp),
                     ..
                 }) if c == conn => break qp,
-                Some(CmEvent::Rejected { reason, .. }) => {
-                    return Err(format!("rejected ({reason})"));
+                Some(CmEvent::Rejected {
+                    reason,
+                    private_data,
+                    ..
+                }) => {
+                    let status = CmReject::parse(&private_data).map_or(0, |r| r.status.0);
+                    return Err(format!(
+                        "rejected: reason {reason}, NVMe/RDMA status {status}"
+                    ));
                 }
                 Some(CmEvent::ConnectFailed { reason, .. }) => {
                     return Err(format!("connect failed ({reason:?})"));
