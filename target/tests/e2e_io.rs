@@ -509,3 +509,46 @@ fn eight_hosts_two_queues_each_on_two_pollers() {
         "controllers left after every host shut down"
     );
 }
+
+#[test]
+fn whole_namespace_write_zeroes_and_256_range_deallocate() {
+    let rig = default_rig();
+    let mut c = connect(&rig, 1);
+    let ns = c.namespace(Nsid(1)).unwrap();
+    let n = ns.blocks as usize;
+    let head = pattern(21, 1024 * BS);
+    c.write(0, &ns, Lba(0), &head).unwrap();
+    let tail = pattern(22, 8 * BS);
+    c.write(0, &ns, Lba(ns.blocks - 8), &tail).unwrap();
+    // One Write Zeroes of every block (24 MiB: far more than any pool buffer).
+    c.write_zeroes(0, &ns, Lba(0), n as u32, false).unwrap();
+    let mut back = vec![0xFFu8; 1024 * BS];
+    c.read(0, &ns, Lba(0), &mut back).unwrap();
+    assert!(back.iter().all(|&b| b == 0), "head not zeroed");
+    let mut back = vec![0xFFu8; 8 * BS];
+    c.read(0, &ns, Lba(ns.blocks - 8), &mut back).unwrap();
+    assert!(back.iter().all(|&b| b == 0), "tail not zeroed");
+
+    // 256 ranges of 2 blocks, every 4 blocks over [0, 1024).
+    c.write(0, &ns, Lba(0), &head).unwrap();
+    let ranges: Vec<DsmRange> = (0..256u64)
+        .map(|k| DsmRange {
+            attributes: 0,
+            nlb: 2,
+            slba: 4 * k,
+        })
+        .collect();
+    c.dataset_management(0, Nsid(1), &ranges, true).unwrap();
+    let mut back = vec![0u8; 1024 * BS];
+    c.read(0, &ns, Lba(0), &mut back).unwrap();
+    for b in 0..1024usize {
+        let got = &back[b * BS..(b + 1) * BS];
+        if b % 4 < 2 {
+            assert!(got.iter().all(|&x| x == 0), "block {b} not deallocated");
+        } else {
+            assert!(got == &head[b * BS..(b + 1) * BS], "block {b} changed");
+        }
+    }
+    assert_eq!(copied(&rig.target), 0);
+    c.shutdown().unwrap();
+}
