@@ -171,14 +171,14 @@ pub fn validate<'a>(
             if !n.deallocate && d.deallocate {
                 return Err(dnr(StatusCode::INVALID_FIELD));
             }
-            let data = data_location(
-                sqe,
-                &d.sgl,
-                true,
-                d.data_len() as u64,
-                limits,
-                in_capsule_len,
-            )?;
+            // The range list may come in a larger buffer: the Linux host sends a whole 4 KiB
+            // page for one range (seen in the lab). As nvmet's `nvmet_check_data_len_lte`,
+            // only a transfer shorter than the ranges is refused; the rest is ignored.
+            let transfer = u64::from(d.sgl.length());
+            if transfer < d.data_len() as u64 || transfer > 4096 {
+                return Err(dnr(StatusCode::DATA_SGL_LENGTH_INVALID));
+            }
+            let data = data_location(sqe, &d.sgl, true, transfer, limits, in_capsule_len)?;
             Ok(IoRequest::DatasetManagement {
                 nsid: d.nsid,
                 ranges: d.ranges,

@@ -225,6 +225,24 @@ fn other_commands() {
         check(IoCommand::DatasetManagement(dsm), 0).unwrap(),
         IoRequest::DatasetManagement { ranges: 2, .. }
     ));
+    // One range in a whole page, as the Linux host sends it: accepted; a list shorter than its
+    // ranges, or over a page, is not.
+    let page = DatasetManagement {
+        ranges: 1,
+        sgl: keyed(4096),
+        ..dsm
+    };
+    assert!(check(IoCommand::DatasetManagement(page), 0).is_ok());
+    for len in [16, 8192] {
+        let short = DatasetManagement {
+            sgl: keyed(len),
+            ..dsm
+        };
+        assert_eq!(
+            code(check(IoCommand::DatasetManagement(short), 0)),
+            (StatusCode::DATA_SGL_LENGTH_INVALID, true)
+        );
+    }
     let unknown = IoCommand::Unsupported {
         cid: 1,
         opcode: raidline_proto::IoOpcode(0x7E),

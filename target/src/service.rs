@@ -68,10 +68,36 @@ fn open(path: &Path, create: Option<u64>) -> Result<Arc<dyn Member>, ServiceErro
     })
 }
 
-/// Whether a member carries an array superblock.
-fn has_superblock(m: &dyn Member) -> bool {
-    let mut b = vec![0u8; 4096];
-    m.read_at(0, &mut b).is_ok() && Superblock::decode(&b).is_ok()
+/// What the first block of a member holds.
+#[derive(Debug)]
+enum Probe {
+    /// No superblock magic: a blank (or foreign) device.
+    Blank,
+    /// A valid array superblock.
+    Superblock,
+    /// Magic present but the superblock does not decode (torn, damaged, newer version).
+    Damaged(String),
+    /// The block could not be read.
+    Unreadable(String),
+}
+
+fn probe(m: &dyn Member) -> Probe {
+    // O_DIRECT members need an aligned buffer: a plain Vec would fail the read, and a failed
+    // read must never be mistaken for a blank device.
+    let Some(mut bufs) = raidline_raid::BufferArena::with_buffers(1, 4096, 4096) else {
+        return Probe::Unreadable("cannot allocate a 4 KiB buffer".into());
+    };
+    let Some(mut b) = bufs.pop() else {
+        return Probe::Unreadable("cannot allocate a 4 KiB buffer".into());
+    };
+    if let Err(e) = m.read_at(0, &mut b) {
+        return Probe::Unreadable(e.to_string());
+    }
+    match Superblock::decode(&b) {
+        Ok(_) => Probe::Superblock,
+        Err(raidline_raid::SuperblockError::NoMagic) => Probe::Blank,
+        Err(e) => Probe::Damaged(e.to_string()),
+    }
 }
 
 /// Assembles (or, on blank members, creates) one configured array.
@@ -95,8 +121,23 @@ pub fn bring_up_array(a: &ArrayConfig) -> Result<Arc<Array>, ServiceError> {
         tracing::warn!("array {}: parity on the CPU: {why}", a.name);
     }
     tracing::info!("array {}: parity engine {}", a.name, parity.name());
-    let any_sb = members.iter().chain(&spares).any(|m| has_superblock(&**m));
-    if !any_sb {
+    let probes: Vec<(String, Probe)> = members
+        .iter()
+        .chain(&spares)
+        .map(|m| (m.name().to_string(), probe(&**m)))
+        .collect();
+    for (name, p) in &probes {
+        if let Probe::Unreadable(e) = p {
+            return Err(ServiceError::Config(format!(
+                "array {}: cannot read the superblock area of {name}: {e}; refusing to assemble or create",
+                a.name
+            )));
+        }
+        if let Probe::Damaged(e) = p {
+            tracing::warn!("array {}: {name}: damaged superblock ({e})", a.name);
+        }
+    }
+    if probes.iter().all(|(_, p)| matches!(p, Probe::Blank)) {
         tracing::warn!(
             "array {}: no member carries a superblock; creating a NEW array over {} members (chunk {} KiB)",
             a.name,

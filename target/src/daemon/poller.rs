@@ -524,11 +524,11 @@ impl<F: Fabric> Poller<F> {
                 count,
                 deallocate,
             } => {
-                let ranges = io::validate_dsm_ranges(
-                    &self.shared.namespaces[ns].info,
-                    req.data_bytes(),
-                    count,
-                );
+                let ranges = {
+                    let bytes = req.data_bytes();
+                    let want = (usize::from(count) * 16).min(bytes.len());
+                    io::validate_dsm_ranges(&self.shared.namespaces[ns].info, &bytes[..want], count)
+                };
                 self.drop_data(&mut req);
                 match ranges {
                     Err(st) => self.respond(q, req, st, 0),
