@@ -10,7 +10,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use raidline_raid::superblock::{SlotState, Superblock};
 use raidline_raid::{Array, ArrayConfig as RaidArrayConfig, ChunkSize, Member, ParityEngine};
@@ -376,6 +375,7 @@ impl Management for Api {
                                 format!("array {}", n.array.clone().unwrap_or_default())
                             }
                             Backend::File(m) => format!("file {}", m.name()),
+                            Backend::Null(_) => "null".to_string(),
                         },
                         block_size: n.info.block_size,
                         blocks: n.info.blocks,
@@ -476,6 +476,7 @@ impl Management for Api {
 pub fn run(config: Config, config_path: &Path) -> i32 {
     use crate::daemon::Target;
     use crate::systemd::Notifier;
+    use std::time::Duration;
 
     let notifier = Notifier::from_env().ok();
     let status = |s: &str| {

@@ -28,6 +28,9 @@ pub enum Backend {
     Array(Arc<Array>),
     /// One file or block device.
     File(Arc<dyn Member>),
+    /// A null device of this many bytes: every request succeeds at once, reads return whatever
+    /// the buffer held, writes are dropped. For measuring the target's own cost per I/O.
+    Null(u64),
 }
 
 impl Backend {
@@ -36,6 +39,7 @@ impl Backend {
         match self {
             Backend::Array(a) => a.geometry().capacity_bytes(),
             Backend::File(m) => m.size_bytes(),
+            Backend::Null(bytes) => *bytes,
         }
     }
 
@@ -45,7 +49,7 @@ impl Backend {
             Backend::Array(a) => {
                 a.geometry().stripe_data_blocks() * a.geometry().block_bytes() as u64
             }
-            Backend::File(_) => 0,
+            Backend::File(_) | Backend::Null(_) => 0,
         }
     }
 }
@@ -104,6 +108,8 @@ impl Executor for AnyExecutor {
 pub(crate) enum NsQueue {
     Array(RaidQueue),
     File(FileQueue),
+    /// Completions of a null namespace, ready at the next poll.
+    Null(Vec<Completion>),
 }
 
 impl NsQueue {
@@ -120,20 +126,34 @@ impl NsQueue {
                 Ok(NsQueue::Array(q))
             }
             Backend::File(m) => Ok(NsQueue::File(FileQueue::new(m.clone(), workers)?)),
+            Backend::Null(_) => Ok(NsQueue::Null(Vec::new())),
         }
     }
 
-    pub(crate) fn submit(&self, req: Request) -> Result<(), Request> {
+    pub(crate) fn submit(&mut self, req: Request) -> Result<(), Request> {
         match self {
             NsQueue::Array(q) => q.submit(req),
             NsQueue::File(q) => q.submit(req),
+            NsQueue::Null(done) => {
+                done.push(Completion {
+                    tag: req.tag,
+                    buf: req.buf,
+                    result: Ok(()),
+                });
+                Ok(())
+            }
         }
     }
 
-    pub(crate) fn poll(&self, out: &mut Vec<Completion>) -> usize {
+    pub(crate) fn poll(&mut self, out: &mut Vec<Completion>) -> usize {
         match self {
             NsQueue::Array(q) => q.poll(out),
             NsQueue::File(q) => q.poll(out),
+            NsQueue::Null(done) => {
+                let n = done.len();
+                out.append(done);
+                n
+            }
         }
     }
 }
