@@ -610,3 +610,20 @@ pub fn seen_ids(c: &mut Controller<MemFabric>, nsid: u32) -> SeenIds {
         serial,
     }
 }
+
+/// A tiny deterministic generator for offsets and sizes.
+pub struct Rng(pub u64);
+impl Rng {
+    /// The next 64 random bits (SplitMix64).
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform-ish in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+}
