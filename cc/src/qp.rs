@@ -147,6 +147,18 @@ impl<S: Copy + Default + std::fmt::Debug> QpController<S> {
         self.prober.poll_send(now)
     }
 
+    /// Ask for a probe whatever the algorithm wants (a runtime measuring RTT for its own
+    /// reports, e.g. the target's status); it goes out through [`QpController::poll_probe`]
+    /// like any other, and its answer reaches the algorithm like any other.
+    pub fn request_probe(&mut self) {
+        self.prober.request();
+    }
+
+    /// Lowest probe RTT seen so far.
+    pub fn min_rtt(&self) -> Option<Nanos> {
+        self.prober.min_rtt()
+    }
+
     /// When the probe in flight times out.
     pub fn probe_deadline(&self) -> Option<Nanos> {
         self.prober.deadline()

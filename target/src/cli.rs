@@ -49,6 +49,8 @@ usage: raidline [run] [--config PATH]
        raidline array add-spare ARRAY PATH [--socket PATH]
        raidline array replace ARRAY OLD NEW [--socket PATH]
        raidline array scrub ARRAY [--socket PATH]
+       raidline cc show [--socket PATH]
+       raidline cc set PARAM VALUE [--socket PATH]
        raidline --help | --version
 
 commands:
@@ -60,6 +62,9 @@ commands:
   array add-spare add a hot spare
   array replace   rebuild onto NEW, then retire OLD
   array scrub     read every stripe and check parity
+  cc show         the congestion-control algorithm and its parameters (value, range, meaning)
+  cc set          change one parameter on every queue pair (range-checked; the algorithm
+                  itself is chosen in the configuration)
 
 options:
   --config PATH   configuration file (default /etc/raidline/raidline.toml)
@@ -98,6 +103,13 @@ pub enum Command {
         /// What to do.
         op: ArrayOp,
     },
+    /// A congestion-control operation on the running daemon.
+    Cc {
+        /// Management socket.
+        socket: PathBuf,
+        /// What to do.
+        op: CcOp,
+    },
     /// Print the usage text.
     Help,
     /// Print the version.
@@ -135,6 +147,34 @@ pub enum ArrayOp {
         /// Array name.
         array: String,
     },
+}
+
+/// A congestion-control operation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CcOp {
+    /// `cc show`.
+    Show,
+    /// `cc set PARAM VALUE` (VALUE checked to be a finite number when parsed).
+    Set {
+        /// Parameter name.
+        param: String,
+        /// The value as typed.
+        value: String,
+    },
+}
+
+impl CcOp {
+    /// The management request for this operation.
+    pub fn request(&self) -> Request {
+        match self {
+            CcOp::Show => Request::CcShow,
+            CcOp::Set { param, value } => Request::CcSet {
+                param: param.clone(),
+                // Checked by `parse`; NaN would be refused by the daemon's range check.
+                value: value.parse().unwrap_or(f64::NAN),
+            },
+        }
+    }
 }
 
 impl ArrayOp {
@@ -257,8 +297,15 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                 op: array_op(&rest)?,
             })
         }
+        Some("cc") => {
+            let mut o = Opts::take(opts, "raidline cc", &["socket"])?;
+            Ok(Command::Cc {
+                socket: o.path("socket", DEFAULT_SOCKET),
+                op: cc_op(&rest)?,
+            })
+        }
         Some(other) => Err(UsageError::new(format!(
-            "unknown command '{other}' (run, check-config, status, array)"
+            "unknown command '{other}' (run, check-config, status, array, cc)"
         ))),
     }
 }
@@ -312,6 +359,38 @@ fn array_op(words: &[String]) -> Result<ArrayOp, UsageError> {
         )));
     }
     Ok(op(args))
+}
+
+fn cc_op(words: &[String]) -> Result<CcOp, UsageError> {
+    match words {
+        [] => Err(UsageError::new(
+            "'raidline cc' needs a command: show or set",
+        )),
+        [show] if show == "show" => Ok(CcOp::Show),
+        [show, extra, ..] if show == "show" => Err(UsageError::new(format!(
+            "unexpected argument '{extra}' for 'raidline cc show'"
+        ))),
+        [set, param, value] if set == "set" => {
+            if param.is_empty() {
+                return Err(UsageError::new("'raidline cc set': PARAM is empty"));
+            }
+            match value.parse::<f64>() {
+                Ok(v) if v.is_finite() => Ok(CcOp::Set {
+                    param: param.clone(),
+                    value: value.clone(),
+                }),
+                _ => Err(UsageError::new(format!(
+                    "'raidline cc set': VALUE '{value}' is not a number"
+                ))),
+            }
+        }
+        [set, ..] if set == "set" => Err(UsageError::new(
+            "'raidline cc set' takes PARAM VALUE (see 'raidline cc show')",
+        )),
+        [other, ..] => Err(UsageError::new(format!(
+            "unknown cc command '{other}' (show, set)"
+        ))),
+    }
 }
 
 fn no_words(cmd: &str, rest: &[String]) -> Result<(), UsageError> {
@@ -422,21 +501,25 @@ fn run_client_to(cmd: &Command, out: &mut dyn Write, err: &mut dyn Write) -> i32
                 }
             }
         }
-        Command::Array { socket, op } => {
-            let r = match call(socket, &op.request(), err) {
-                Ok(r) => r,
-                Err(code) => return code,
-            };
-            if r.ok {
-                if !r.message.is_empty() {
-                    let _ = writeln!(out, "{}", r.message);
-                }
-                EXIT_OK
-            } else {
-                let _ = writeln!(err, "raidline: refused: {}", r.message);
-                EXIT_FAILED
-            }
+        Command::Array { socket, op } => operation(socket, &op.request(), out, err),
+        Command::Cc { socket, op } => operation(socket, &op.request(), out, err),
+    }
+}
+
+/// Sends one operation and prints the daemon's answer.
+fn operation(socket: &Path, req: &Request, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let r = match call(socket, req, err) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    if r.ok {
+        if !r.message.is_empty() {
+            let _ = writeln!(out, "{}", r.message);
         }
+        EXIT_OK
+    } else {
+        let _ = writeln!(err, "raidline: refused: {}", r.message);
+        EXIT_FAILED
     }
 }
 
@@ -691,11 +774,34 @@ mod tests {
     }
 
     #[test]
+    fn cc_commands_parse_to_requests() {
+        let p = |line: &str| parse(line.split_whitespace().map(str::to_owned));
+        let Ok(Command::Cc { socket, op }) = p("cc set rate_mbps 1600 --socket /s") else {
+            panic!("cc set")
+        };
+        assert_eq!(socket, PathBuf::from("/s"));
+        assert_eq!(
+            op.request(),
+            Request::CcSet {
+                param: "rate_mbps".into(),
+                value: 1600.0
+            }
+        );
+        assert_eq!(
+            p("cc show"),
+            Ok(Command::Cc {
+                socket: PathBuf::from(DEFAULT_SOCKET),
+                op: CcOp::Show
+            })
+        );
+    }
+
+    #[test]
     fn errors_name_the_problem() {
         let cases = [
             (
                 "frobnicate",
-                "unknown command 'frobnicate' (run, check-config, status, array)",
+                "unknown command 'frobnicate' (run, check-config, status, array, cc)",
             ),
             ("--frob", "unknown option '--frob'"),
             ("status -x", "unknown option '-x'"),
@@ -717,6 +823,24 @@ mod tests {
                 "array scrub a --json",
                 "option '--json' does not apply to 'raidline array'",
             ),
+            ("cc", "'raidline cc' needs a command: show or set"),
+            (
+                "cc show x",
+                "unexpected argument 'x' for 'raidline cc show'",
+            ),
+            (
+                "cc set rate_mbps",
+                "'raidline cc set' takes PARAM VALUE (see 'raidline cc show')",
+            ),
+            (
+                "cc set rate_mbps fast",
+                "'raidline cc set': VALUE 'fast' is not a number",
+            ),
+            (
+                "cc set rate_mbps inf",
+                "'raidline cc set': VALUE 'inf' is not a number",
+            ),
+            ("cc tune", "unknown cc command 'tune' (show, set)"),
             (
                 "check-config --socket /s",
                 "option '--socket' does not apply to 'raidline check-config'",

@@ -229,11 +229,12 @@ pub struct Config {
     pub subsystems: Vec<SubsystemConfig>,
 }
 
-/// Congestion control settings (validated against the algorithm's parameter table when the
-/// pacer is built).
+/// Congestion control settings, validated when the configuration loads: the algorithm is one of
+/// `rtt-aimd`, `ctcc`, `swift`, `timely`, `dcqcn`, `fixed`, or `off` (no pacing), and every
+/// parameter exists for it and lies in its range.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CcConfig {
-    /// Algorithm name.
+    /// Algorithm name (`off`: no pacing).
     pub algorithm: String,
     /// Parameter overrides by name.
     pub params: Vec<(String, f64)>,
@@ -592,6 +593,16 @@ fn cc_config(cx: &Ctx<'_>, c: &RawCc) -> Result<CcConfig, ConfigError> {
             }
         };
         params.push((k.clone(), x));
+    }
+    if algorithm != crate::daemon::pacing::PACING_OFF {
+        let spec = crate::daemon::CcSpec {
+            algorithm: algorithm.clone(),
+            params: params.clone(),
+        };
+        if let Err(e) = spec.build() {
+            let span = c.algorithm.as_ref().map_or(0..0, |a| a.span());
+            return cx.err(span, format!("[cc]: {e}"));
+        }
     }
     Ok(CcConfig { algorithm, params })
 }

@@ -15,8 +15,10 @@ use raidline_raid::superblock::{SlotState, Superblock};
 use raidline_raid::{Array, ArrayConfig as RaidArrayConfig, ChunkSize, Member, ParityEngine};
 
 use crate::config::{ArrayConfig, Backing, Config, ParityChoice};
+use crate::daemon::pacing::PACING_OFF;
 use crate::daemon::{
-    open_member, ArrayEntry, Backend, NamespaceSpec, Shared, SubsystemSpec, TargetSpec,
+    open_member, ArrayEntry, Backend, CcSpec, NamespaceSpec, QueueStats, Shared, SubsystemSpec,
+    TargetSpec,
 };
 use crate::identity;
 use crate::metrics::{render_all, Snapshot};
@@ -183,6 +185,15 @@ pub fn build_spec(config: &Config) -> Result<TargetSpec, ServiceError> {
     spec.listen = config.listen.clone();
     spec.pollers = config.cores.max(1) as usize;
     spec.poll_mode = config.poll_mode;
+    if config.cc.algorithm != PACING_OFF {
+        let cc = CcSpec {
+            algorithm: config.cc.algorithm.clone(),
+            params: config.cc.params.clone(),
+        };
+        cc.build()
+            .map_err(|e| ServiceError::Config(format!("[cc]: {e}")))?;
+        spec.cc = Some(cc);
+    }
     let mut arrays = Vec::new();
     for a in &config.arrays {
         let array = bring_up_array(a)?;
@@ -388,6 +399,12 @@ impl Management for Api {
             })
             .collect();
         drop(reg);
+        let stats = self
+            .shared
+            .queue_stats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         let ctrls = self
             .shared
             .controllers
@@ -404,13 +421,18 @@ impl Management for Api {
                 queues: e
                     .conns
                     .iter()
-                    .map(|(qid, _, poller)| QueueStatus {
-                        qid: *qid,
-                        depth: 0,
-                        in_flight: 0,
-                        poller: *poller as u32,
-                        rate_bytes_per_s: f64::NAN,
-                        rtt_us: f64::NAN,
+                    .map(|(qid, conn, poller)| {
+                        let st = stats.get(conn);
+                        let load = |f: fn(&QueueStats) -> u32| st.map_or(0, |s| f(s));
+                        QueueStatus {
+                            qid: *qid,
+                            depth: load(|s| s.depth.load(Ordering::Relaxed))
+                                .min(u32::from(u16::MAX)) as u16,
+                            in_flight: load(|s| s.in_flight.load(Ordering::Relaxed)),
+                            poller: *poller as u32,
+                            rate_bytes_per_s: st.map_or(f64::NAN, |s| s.rate_bytes_per_s()),
+                            rtt_us: st.map_or(f64::NAN, |s| s.rtt_us()),
+                        }
                     })
                     .collect(),
             })
@@ -462,6 +484,16 @@ impl Management for Api {
         self.array_add_spare(array, new)?;
         self.array_fail(array, old)?;
         Ok(format!("{old} replaced by {new}; rebuild started"))
+    }
+
+    fn cc_set(&self, param: &str, value: f64) -> Result<String, String> {
+        let m = self.shared.cc.set(param, value)?;
+        tracing::info!("congestion control changed by the operator: {m}");
+        Ok(m)
+    }
+
+    fn cc_show(&self) -> Result<String, String> {
+        Ok(self.shared.cc.show())
     }
 
     fn array_scrub(&self, array: &str) -> Result<String, String> {

@@ -204,7 +204,9 @@ impl<F: Fabric> Control<F> {
         };
         let p = self.next_poller % self.pollers.len().max(1);
         self.next_poller = self.next_poller.wrapping_add(1);
-        let sq = 2 * depth as u32 + 2;
+        // Per command a response chain (RDMA WRITE + SEND) or an RDMA READ, two spare, and one
+        // slot for the pacer's RTT probe so a probe never holds back a response.
+        let sq = 2 * depth as u32 + 3;
         let init = QpInit {
             pd: self.pd.clone(),
             send_cq: self.pollers[p].cq.clone(),
@@ -251,6 +253,7 @@ impl<F: Fabric> Control<F> {
             closing: false,
             close_reason: None,
             posted_recvs: 0,
+            pacing: Default::default(),
         };
         for slot in slots {
             let sges = match q.recv_bufs.sges(&slot.cmd, slot.icd.as_ref()) {

@@ -13,11 +13,12 @@
 
 mod backend;
 mod control;
+pub mod pacing;
 mod poller;
 mod pool;
 mod queue;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Sender};
@@ -30,6 +31,7 @@ use raidline_proto::text::Nqn;
 use raidline_raid::{Array, Throttle};
 
 pub use backend::{open_member, AnyExecutor, Backend, BufferedFile};
+pub use pacing::{CcSpec, CcState, QueueStats};
 
 use crate::config::PollMode;
 use crate::controller::Controller;
@@ -120,6 +122,10 @@ pub struct Shared {
     pub exit: AtomicBool,
     /// When the target started.
     pub started: Instant,
+    /// Congestion control: the algorithm, its current parameters, the change counter.
+    pub cc: CcState,
+    /// What each poller publishes about its queues, by connection (removed when one closes).
+    pub queue_stats: Mutex<HashMap<ConnId, Arc<QueueStats>>>,
     pub(crate) to_control: Sender<ControlMsg>,
 }
 
@@ -173,6 +179,9 @@ pub struct TargetSpec {
     pub subsystems: Vec<SubsystemSpec>,
     /// Arrays (the namespaces refer to them by name).
     pub arrays: Vec<(String, Arc<Array>, u64)>,
+    /// Per-QP pacing of I/O queues; `None`: not paced (the default here; the daemon takes it
+    /// from the configuration's `[cc]`).
+    pub cc: Option<CcSpec>,
 }
 
 impl TargetSpec {
@@ -189,6 +198,7 @@ impl TargetSpec {
             pool_large: (16, limits.max_transfer as usize),
             subsystems: Vec::new(),
             arrays: Vec::new(),
+            cc: None,
         }
     }
 }
@@ -235,6 +245,8 @@ impl std::fmt::Debug for Target {
 impl Target {
     /// Starts serving `spec` on `fabric`. Returns once every listener is bound.
     pub fn start<F: Fabric>(fabric: F, spec: TargetSpec) -> Result<Target, StartError> {
+        let cc = CcState::new(spec.cc.as_ref())
+            .map_err(|e| StartError::Spec(format!("congestion control: {e}")))?;
         let fabric = Arc::new(fabric);
         let pd = fabric.alloc_pd()?;
         let mut cm = fabric.create_cm()?;
@@ -296,6 +308,8 @@ impl Target {
             stopping: AtomicBool::new(false),
             exit: AtomicBool::new(false),
             started: Instant::now(),
+            cc,
+            queue_stats: Mutex::new(HashMap::new()),
             to_control,
         });
         for a in &shared.arrays {

@@ -10,7 +10,11 @@
 //! Idle behaviour ([`PollMode`]): busy spins; adaptive spins for a moment after the last work,
 //! then arms the CQ and sleeps on its fd (10 ms at most, to notice new queues and stop
 //! requests), so an idle target uses ≈ 0 % CPU; while storage requests are in flight it naps
-//! in 20 µs steps instead, because storage completions do not wake the CQ fd.
+//! in 20 µs steps instead, because storage completions do not wake the CQ fd. It never naps
+//! past the time a paced transfer or probe is due (see `pace`).
+//!
+//! Pacing (`pace`): on I/O queues every RDMA READ and every RDMA WRITE of read data passes the
+//! queue's token bucket first; what may not go yet waits on the queue and goes at its due time.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc::{Receiver, TryRecvError};
@@ -25,6 +29,8 @@ use raidline_fabric::{
 use raidline_proto::fabrics::{ConnectData, ConnectResponse, InvalidParameterIn};
 use raidline_proto::{AdminOpcode, SglDescriptor, Sqe, Status, StatusCode};
 use raidline_raid::{ArrayBlock, Completion as Done, RaidError, Request, RequestKind};
+
+mod pace;
 
 use super::backend::NsQueue;
 use super::pool::Pool;
@@ -75,6 +81,7 @@ pub(crate) struct Poller<F: Fabric> {
     buf_wait: VecDeque<(u32, Box<Req>, usize, AfterBuf)>,
     stash: Vec<Wc>,
     draining: bool,
+    pace: pace::PollerPacing,
 }
 
 impl<F: Fabric> Poller<F> {
@@ -101,6 +108,7 @@ impl<F: Fabric> Poller<F> {
             buf_wait: VecDeque::new(),
             stash: Vec::new(),
             draining: false,
+            pace: pace::PollerPacing::new(),
         }
     }
 
@@ -134,6 +142,7 @@ impl<F: Fabric> Poller<F> {
             }
             work += self.events();
             work += self.serve_buf_waiters();
+            work += self.pace();
             self.reap();
             if self.draining && self.queues.is_empty() && self.inflight.is_empty() {
                 let lent = self.pool.in_use();
@@ -154,8 +163,14 @@ impl<F: Fabric> Poller<F> {
     }
 
     fn idle(&mut self, last_work: Instant) {
+        let due = self.until_due();
+        if due.is_some_and(|d| d < Duration::from_micros(20)) {
+            std::hint::spin_loop();
+            return;
+        }
+        let nap = |d: Duration| due.map_or(d, |u| u.min(d));
         if !self.inflight.is_empty() || !self.buf_wait.is_empty() {
-            std::thread::sleep(Duration::from_micros(20));
+            std::thread::sleep(nap(Duration::from_micros(20)));
             return;
         }
         match self.mode {
@@ -184,7 +199,7 @@ impl<F: Fabric> Poller<F> {
                         return;
                     }
                 }
-                let _ = wait_readable(&self.cq, Duration::from_millis(10));
+                let _ = wait_readable(&self.cq, nap(Duration::from_millis(10)));
                 let _ = self.cq.ack_events();
             }
         }
@@ -195,9 +210,10 @@ impl<F: Fabric> Poller<F> {
         let mut n = 0;
         loop {
             match self.rx.try_recv() {
-                Ok(PollerMsg::NewQueue(q)) => {
+                Ok(PollerMsg::NewQueue(mut q)) => {
                     n += 1;
                     let qpn = q.qp_num().0;
+                    self.attach_pacing(&mut q);
                     self.queues.insert(qpn, *q);
                     let stashed: Vec<Wc> = std::mem::take(&mut self.stash);
                     for wc in stashed {
@@ -235,6 +251,7 @@ impl<F: Fabric> Poller<F> {
                 }
             }
         }
+        self.drop_paced_of_closing();
         let gone: Vec<u32> = self
             .queues
             .iter()
@@ -243,6 +260,7 @@ impl<F: Fabric> Poller<F> {
             .collect();
         for k in gone {
             if let Some(q) = self.queues.remove(&k) {
+                self.detach_pacing(&q);
                 let _ = self.shared.to_control.send(ControlMsg::QueueClosed {
                     conn: q.conn,
                     role: q.proto.role(),
@@ -275,6 +293,7 @@ impl<F: Fabric> Poller<F> {
                 }
                 Wr::Read(req) => {
                     q.reads_in_flight = q.reads_in_flight.saturating_sub(1);
+                    self.pace_acked(&mut q, req.paced_len);
                     if ok && !q.closing {
                         self.on_data(&mut q, req);
                     } else {
@@ -283,10 +302,16 @@ impl<F: Fabric> Poller<F> {
                     self.pump_reads(&mut q);
                 }
                 Wr::Resp(req) => {
+                    self.pace_acked(&mut q, req.paced_len);
                     let close = req.close_after;
                     self.recycle(req);
                     if close {
                         q.close("host disconnected the queue");
+                    }
+                }
+                Wr::Probe { seq, sent_ns } => {
+                    if ok {
+                        self.probe_answered(&mut q, seq, sent_ns);
                     }
                 }
             }
@@ -324,6 +349,7 @@ impl<F: Fabric> Poller<F> {
             account: None,
             remote: None,
             zeroed: false,
+            paced_len: 0,
         });
         match q.proto.receive(&sqe) {
             Dispatch::Reject(st) => self.respond(q, req, st, 0),
@@ -472,10 +498,16 @@ impl<F: Fabric> Poller<F> {
         }
     }
 
-    /// Posts waiting RDMA READs while the negotiated initiator depth allows.
+    /// Posts waiting RDMA READs while the negotiated initiator depth and the pacer allow.
     fn pump_reads(&mut self, q: &mut Queue<F>) {
         while q.reads_in_flight < u32::from(q.setup.initiator_depth.max(1)) && !q.closing {
-            let Some(req) = q.read_wait.pop_front() else {
+            let Some(len) = q.read_wait.front().map(|r| r.data_len as u64) else {
+                return;
+            };
+            if !self.pace_gate(q, len) {
+                return;
+            }
+            let Some(mut req) = q.read_wait.pop_front() else {
                 return;
             };
             let (Some(remote), Some(buf)) = (req.remote, req.data.as_ref()) else {
@@ -497,8 +529,12 @@ impl<F: Fabric> Poller<F> {
                 payload: Payload::Sges(&sges),
                 signaled: true,
             }];
+            req.paced_len = len;
             match q.ep.post_send(Wr::Read(req), &mut wr) {
-                Ok(()) => q.reads_in_flight += 1,
+                Ok(()) => {
+                    q.reads_in_flight += 1;
+                    self.pace_sent(q, len);
+                }
                 Err(rej) => {
                     q.close(format!("RDMA READ not posted: {}", rej.error));
                     if let Wr::Read(r) = rej.ctx {
@@ -1078,6 +1114,13 @@ impl<F: Fabric> Poller<F> {
         if q.closing {
             return self.recycle(req);
         }
+        if let Some(req) = self.pace_response(q, req, status, result) {
+            self.send_response(q, req, status, result);
+        }
+    }
+
+    /// [`Self::respond`] once the pacer lets the response's data go.
+    fn send_response(&mut self, q: &mut Queue<F>, mut req: Box<Req>, status: Status, result: u64) {
         if let Some(slot) = req.slot.take() {
             self.post_recv(q, slot);
         }
@@ -1139,7 +1182,9 @@ impl<F: Fabric> Poller<F> {
         };
         let sges: Vec<_> = sge.into_iter().collect();
         let mut wrs = Vec::with_capacity(2);
-        if let (Some((remote, _)), false) = (write_back, sges.is_empty()) {
+        let mut paced = 0;
+        if let (Some((remote, len)), false) = (write_back, sges.is_empty()) {
+            paced = len as u64;
             wrs.push(SendWr {
                 wr_id: WrId(0),
                 op: SendOp::RdmaWrite(remote),
@@ -1153,10 +1198,14 @@ impl<F: Fabric> Poller<F> {
             payload: Payload::Inline(&cqe),
             signaled: true,
         });
-        if let Err(rej) = q.ep.post_send(Wr::Resp(req), &mut wrs) {
-            q.close(format!("response not posted: {}", rej.error));
-            if let Wr::Resp(r) = rej.ctx {
-                self.recycle(r);
+        req.paced_len = paced;
+        match q.ep.post_send(Wr::Resp(req), &mut wrs) {
+            Ok(()) => self.pace_sent(q, paced),
+            Err(rej) => {
+                q.close(format!("response not posted: {}", rej.error));
+                if let Wr::Resp(r) = rej.ctx {
+                    self.recycle(r);
+                }
             }
         }
     }

@@ -19,6 +19,10 @@ use raidline_proto::fabrics::Connect;
 use raidline_proto::{Sqe, Status};
 use raidline_raid::IoBuf;
 
+use raidline_cc::probe::ProbeSeq;
+use raidline_cc::Nanos;
+
+use super::pacing::{QpPacer, QueueStats};
 use super::pool::RecvBuffers;
 use crate::cm::QueueSetup;
 use crate::controller::Controller;
@@ -100,6 +104,9 @@ pub(crate) struct Req {
     pub remote: Option<RemoteBuf>,
     /// The zero buffer of a Write Zeroes has been cleared.
     pub zeroed: bool,
+    /// Bytes charged to the pacer when its RDMA READ or WRITE was posted (acknowledged back
+    /// when that work request completes).
+    pub paced_len: u64,
 }
 
 impl Req {
@@ -120,6 +127,34 @@ pub(crate) enum Wr {
     Read(Box<Req>),
     /// A response SEND (and the RDMA WRITE of its data before it).
     Resp(Box<Req>),
+    /// An RTT probe: a signaled zero-length RDMA WRITE, posted at `sent_ns` on the poller clock.
+    Probe {
+        /// The prober's sequence number.
+        seq: ProbeSeq,
+        /// When it was posted.
+        sent_ns: u64,
+    },
+}
+
+/// A queue's pacing: its pacer (I/O queues when pacing is on), the responses whose RDMA WRITE
+/// waits for tokens, when the poller must look at it next, and what it publishes.
+#[derive(Default)]
+pub(crate) struct QueuePacing {
+    pub pacer: Option<QpPacer>,
+    /// Responses with data waiting for the bucket, in order: (request, status, result).
+    pub waiting: VecDeque<(Box<Req>, Status, u64)>,
+    /// Visit at or after this time (poller clock).
+    pub due: Option<Nanos>,
+    pub stats: Arc<QueueStats>,
+    /// Receives posted when the queue arrived (its depth), for the in-flight count.
+    pub recvs: usize,
+}
+
+impl QueuePacing {
+    /// Asks for a visit at `t` (the earlier of this and any earlier request).
+    pub fn wake_at(&mut self, t: Nanos) {
+        self.due = Some(self.due.map_or(t, |d| d.min(t)));
+    }
 }
 
 /// One queue pair.
@@ -144,6 +179,7 @@ pub(crate) struct Queue<F: Fabric> {
     /// Why it is closing (first reason wins), for the log.
     pub close_reason: Option<String>,
     pub posted_recvs: usize,
+    pub pacing: QueuePacing,
 }
 
 impl<F: Fabric> Queue<F> {

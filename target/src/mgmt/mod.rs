@@ -188,7 +188,7 @@ fn f64_or_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> 
 }
 
 /// A request from `raidline` (the client) to the daemon.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Request {
     /// The full status report.
@@ -221,6 +221,15 @@ pub enum Request {
         /// Array name.
         array: String,
     },
+    /// Set a congestion-control parameter on every queue pair.
+    CcSet {
+        /// Parameter name (see `raidline cc show`).
+        param: String,
+        /// New value (checked against the parameter's range).
+        value: f64,
+    },
+    /// The congestion-control algorithm and its parameters.
+    CcShow,
 }
 
 /// The daemon's answer to one [`Request`].
@@ -266,6 +275,10 @@ pub trait Management: Send + Sync + 'static {
     fn array_replace(&self, array: &str, old: &str, new: &str) -> Result<String, String>;
     /// Starts a scrub of `array`.
     fn array_scrub(&self, array: &str) -> Result<String, String>;
+    /// Sets congestion-control parameter `param` to `value` on every queue pair.
+    fn cc_set(&self, param: &str, value: f64) -> Result<String, String>;
+    /// The algorithm and its parameters (values, ranges, meanings) as text.
+    fn cc_show(&self) -> Result<String, String>;
 }
 
 /// Runs one request against `api`.
@@ -282,6 +295,8 @@ pub fn dispatch(api: &dyn Management, req: &Request) -> Response {
         Request::ArrayAddSpare { array, path } => api.array_add_spare(array, path),
         Request::ArrayReplace { array, old, new } => api.array_replace(array, old, new),
         Request::ArrayScrub { array } => api.array_scrub(array),
+        Request::CcSet { param, value } => api.cc_set(param, *value),
+        Request::CcShow => api.cc_show(),
     };
     match outcome {
         Ok(m) => Response::done(m),

@@ -69,6 +69,17 @@ impl Management for Fake {
     fn array_scrub(&self, array: &str) -> Result<String, String> {
         self.check(array, format!("scrub of {array} started"))
     }
+    fn cc_set(&self, param: &str, value: f64) -> Result<String, String> {
+        self.log.lock().unwrap().push(format!("cc {param}"));
+        if param == "rate_mbps" {
+            Ok(format!("fixed {param}: 1000 -> {value}"))
+        } else {
+            Err(format!("unknown parameter `{param}` for algorithm `fixed`"))
+        }
+    }
+    fn cc_show(&self) -> Result<String, String> {
+        Ok("algorithm: fixed".into())
+    }
 }
 
 /// A status report with every part filled in.
@@ -213,6 +224,14 @@ fn every_request_round_trips() {
             },
             "scrub of array0 started",
         ),
+        (
+            Request::CcSet {
+                param: "rate_mbps".into(),
+                value: 1600.0,
+            },
+            "fixed rate_mbps: 1000 -> 1600",
+        ),
+        (Request::CcShow, "algorithm: fixed"),
     ];
     for (req, want) in &cases {
         let r = call(&dir.sock(), req, T).unwrap();
@@ -235,7 +254,18 @@ fn every_request_round_trips() {
     .unwrap();
     assert!(!r.ok);
     assert_eq!(r.message, "no array named nope");
-    assert_eq!(fake.log.lock().unwrap().len(), 5);
+    assert_eq!(fake.log.lock().unwrap().len(), 6);
+    let r = call(
+        &dir.sock(),
+        &Request::CcSet {
+            param: "speed".into(),
+            value: 1.0,
+        },
+        T,
+    )
+    .unwrap();
+    assert!(!r.ok);
+    assert_eq!(r.message, "unknown parameter `speed` for algorithm `fixed`");
 }
 
 #[test]
@@ -251,6 +281,14 @@ fn wire_format_is_tagged_json() {
     assert_eq!(
         serde_json::from_str::<Request>(r#"{"op":"status"}"#).unwrap(),
         Request::Status
+    );
+    assert_eq!(
+        serde_json::to_string(&Request::CcSet {
+            param: "rate_mbps".into(),
+            value: 200.5
+        })
+        .unwrap(),
+        r#"{"op":"cc-set","param":"rate_mbps","value":200.5}"#
     );
     // Unknown fields are refused, not ignored.
     assert!(serde_json::from_str::<Request>(r#"{"op":"array-scrub","array":"a","x":1}"#).is_err());

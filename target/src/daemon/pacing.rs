@@ -1,0 +1,565 @@
+//! Live per-QP pacing: the configured congestion-control algorithm (crate `raidline-cc`) driving
+//! a token bucket on every I/O queue pair, RTT probes on the live QP, per-queue statistics for
+//! `raidline status` and the metrics, and run-time parameter changes.
+//!
+//! - [`CcSpec`] is the configured algorithm name and parameters; [`Algorithm`] is the validated
+//!   algorithm value (the same names as the simulator: `rtt-aimd`, `ctcc`, `swift`, `timely`,
+//!   `dcqcn`, `fixed`); [`PACING_OFF`] turns pacing off.
+//! - [`QpPacer`] is one queue pair's controller (the `cc` crate's `QpController` plus the
+//!   algorithm value it runs), driven by the poller on the poller's clock: nanoseconds since the
+//!   poller started. What passes the bucket: every RDMA READ of host data and every RDMA WRITE of
+//!   read data; responses without data and SENDs are never held.
+//! - [`QueueStats`] is what a poller publishes about each queue (atomics, read without locks by
+//!   the management socket); [`CcState`] holds the current parameters and a generation counter
+//!   that pollers check every [`PARAM_CHECK`] to take up run-time changes.
+//!
+//! Invariants: a refused parameter change changes nothing anywhere; the algorithm's name never
+//! changes while the target runs (only its parameters); probes are signaled zero-length RDMA
+//! WRITEs that never hold back a response (the send queue has a slot of its own for one).
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use raidline_cc::algo::{dcqcn, fixed, rtt_aimd, swift, timely};
+use raidline_cc::algo::{CongestionControl, Dcqcn, Event, FixedRate, RttAimd, Swift, Timely};
+use raidline_cc::pacer::Readiness;
+use raidline_cc::params::Params;
+use raidline_cc::probe::ProbeSeq;
+use raidline_cc::qp::{QpConfig, QpController};
+use raidline_cc::{CcError, Nanos, Rate};
+
+/// The algorithm names the target accepts (the simulator's names).
+pub const ALGORITHMS: &[&str] = &["rtt-aimd", "ctcc", "swift", "timely", "dcqcn", "fixed"];
+
+/// The configured algorithm name that turns pacing off.
+pub const PACING_OFF: &str = "off";
+
+/// How often pollers look for changed parameters.
+pub const PARAM_CHECK: Duration = Duration::from_millis(100);
+
+/// The link rate a QP's algorithm may not exceed (the target does not read the port speed).
+pub const LINE_RATE_GBPS: f64 = 100.0;
+
+/// Token-bucket depth: two 128 KiB transfers, so a poller that wakes a little late loses no
+/// tokens, while a burst stays far below what a switch buffer holds.
+pub const BURST_BYTES: u64 = 256 << 10;
+
+/// First probe timeout. The RTT is taken on the host clock (poll to poll, so software
+/// latency is in it: hundreds of microseconds on a busy host), and an RC QP does not lose a
+/// probe short of breaking, so the timeout is far above the reference 300 us.
+pub const PROBE_TIMEOUT: Nanos = Nanos::from_ms(5);
+
+/// Even an algorithm that never asks for one gets a probe this often, so `raidline status`
+/// shows every paced queue's RTT.
+pub const REPORT_PROBE_INTERVAL: Nanos = Nanos::from_ms(100);
+
+/// Configured congestion control: algorithm name and parameter overrides.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CcSpec {
+    /// One of [`ALGORITHMS`].
+    pub algorithm: String,
+    /// `(name, value)` overrides of the algorithm's defaults.
+    pub params: Vec<(String, f64)>,
+}
+
+impl CcSpec {
+    /// The algorithm with its parameters set; refuses unknown names and out-of-range values.
+    pub fn build(&self) -> Result<Algorithm, CcError> {
+        let mut a = Algorithm::by_name(&self.algorithm)?;
+        for (name, value) in &self.params {
+            a.set(name, *value)?;
+        }
+        Ok(a)
+    }
+}
+
+/// A validated algorithm value (one per queue pair at run time: parameters are copied in).
+#[derive(Clone, Debug)]
+pub enum Algorithm {
+    /// `rtt-aimd` or `ctcc`.
+    RttAimd(RttAimd),
+    /// `swift`.
+    Swift(Swift),
+    /// `timely`.
+    Timely(Timely),
+    /// `dcqcn`.
+    Dcqcn(Dcqcn),
+    /// `fixed`.
+    Fixed(FixedRate),
+}
+
+macro_rules! on_algo {
+    ($v:expr, $a:ident => $e:expr) => {
+        match $v {
+            Algorithm::RttAimd($a) => $e,
+            Algorithm::Swift($a) => $e,
+            Algorithm::Timely($a) => $e,
+            Algorithm::Dcqcn($a) => $e,
+            Algorithm::Fixed($a) => $e,
+        }
+    };
+}
+
+impl Algorithm {
+    /// The algorithm at its defaults.
+    pub fn by_name(name: &str) -> Result<Algorithm, CcError> {
+        Ok(match name {
+            "rtt-aimd" => Algorithm::RttAimd(RttAimd::new()),
+            "ctcc" => Algorithm::RttAimd(RttAimd::ctcc()),
+            "swift" => Algorithm::Swift(Swift::new()),
+            "timely" => Algorithm::Timely(Timely::new()),
+            "dcqcn" => Algorithm::Dcqcn(Dcqcn::new()),
+            "fixed" => Algorithm::Fixed(FixedRate::new()),
+            other => return Err(CcError::UnknownAlgorithm(other.to_owned())),
+        })
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &'static str {
+        on_algo!(self, a => a.name())
+    }
+
+    /// Current parameters.
+    pub fn params(&self) -> &Params {
+        on_algo!(self, a => a.params())
+    }
+
+    /// Sets one parameter ([`Params::set`]: a refusal changes nothing).
+    pub fn set(&mut self, name: &str, value: f64) -> Result<(), CcError> {
+        on_algo!(self, a => a.params_mut().set(name, value))
+    }
+
+    /// Takes `other`'s parameter values (same algorithm; a different one is ignored).
+    fn adopt(&mut self, other: &Algorithm) {
+        if self.name() == other.name() {
+            *self = other.clone();
+        }
+    }
+}
+
+/// One QP's controller state, typed by algorithm.
+#[derive(Debug)]
+enum Ctl {
+    RttAimd(QpController<rtt_aimd::State>),
+    Swift(QpController<swift::State>),
+    Timely(QpController<timely::State>),
+    Dcqcn(QpController<dcqcn::State>),
+    Fixed(QpController<fixed::State>),
+}
+
+/// Runs `$e` with `$a` the algorithm and `$c` the matching controller.
+macro_rules! on_ctl {
+    ($algo:expr, $ctl:expr, $a:ident, $c:ident => $e:expr, $other:expr) => {
+        match ($algo, $ctl) {
+            (Algorithm::RttAimd($a), Ctl::RttAimd($c)) => $e,
+            (Algorithm::Swift($a), Ctl::Swift($c)) => $e,
+            (Algorithm::Timely($a), Ctl::Timely($c)) => $e,
+            (Algorithm::Dcqcn($a), Ctl::Dcqcn($c)) => $e,
+            (Algorithm::Fixed($a), Ctl::Fixed($c)) => $e,
+            _ => $other,
+        }
+    };
+}
+
+fn qp_config() -> QpConfig {
+    QpConfig {
+        line_rate: Rate::from_gbps(LINE_RATE_GBPS),
+        burst: BURST_BYTES,
+        initial: BURST_BYTES / 2,
+        probe_timeout: PROBE_TIMEOUT,
+        max_probe_timeout: Nanos::from_ms(100),
+    }
+}
+
+/// One queue pair's pacer: algorithm + controller + what `raidline status` reports.
+#[derive(Debug)]
+pub(crate) struct QpPacer {
+    algo: Algorithm,
+    ctl: Ctl,
+    last_probe: Nanos,
+    srtt: Option<Nanos>,
+    last_rtt: Option<Nanos>,
+    min_rtt: Option<Nanos>,
+    probes: u64,
+    waits: u64,
+}
+
+impl QpPacer {
+    /// A started flow at `now` running (a copy of) `algo`.
+    pub fn new(algo: &Algorithm, now: Nanos) -> QpPacer {
+        let cfg = qp_config();
+        let ctl = match algo {
+            Algorithm::RttAimd(a) => Ctl::RttAimd(QpController::start(a, now, &cfg)),
+            Algorithm::Swift(a) => Ctl::Swift(QpController::start(a, now, &cfg)),
+            Algorithm::Timely(a) => Ctl::Timely(QpController::start(a, now, &cfg)),
+            Algorithm::Dcqcn(a) => Ctl::Dcqcn(QpController::start(a, now, &cfg)),
+            Algorithm::Fixed(a) => Ctl::Fixed(QpController::start(a, now, &cfg)),
+        };
+        QpPacer {
+            algo: algo.clone(),
+            ctl,
+            last_probe: now,
+            srtt: None,
+            last_rtt: None,
+            min_rtt: None,
+            probes: 0,
+            waits: 0,
+        }
+    }
+
+    /// Whether `len` bytes may go now.
+    pub fn readiness(&mut self, now: Nanos, len: u64) -> Readiness {
+        on_ctl!(&self.algo, &mut self.ctl, _a, c => c.readiness(now, len), Readiness::Now)
+    }
+
+    /// A transfer had to wait for the bucket (counted for the status).
+    pub fn note_wait(&mut self) {
+        self.waits += 1;
+    }
+
+    /// `len` bytes were posted at `now`.
+    pub fn on_sent(&mut self, now: Nanos, len: u64) {
+        on_ctl!(&self.algo, &mut self.ctl, a, c => { c.on_sent(a, now, len); }, ())
+    }
+
+    /// The transfer of `len` bytes completed.
+    pub fn on_acked(&mut self, now: Nanos, len: u64) {
+        on_ctl!(&self.algo, &mut self.ctl, a, c => {
+            c.on_acked(len);
+            if a.wants_acks() {
+                c.handle(a, now, Event::Ack { bytes: len, rtt: None });
+            }
+        }, ())
+    }
+
+    /// A probe to send now, if one is wanted (by the algorithm, or for the report every
+    /// [`REPORT_PROBE_INTERVAL`]) and none is in flight.
+    pub fn poll_probe(&mut self, now: Nanos) -> Option<ProbeSeq> {
+        if now.saturating_sub(self.last_probe) >= REPORT_PROBE_INTERVAL {
+            on_ctl!(&self.algo, &mut self.ctl, _a, c => c.request_probe(), ());
+        }
+        let seq = on_ctl!(&self.algo, &mut self.ctl, _a, c => c.poll_probe(now), None);
+        if seq.is_some() {
+            self.last_probe = now;
+        }
+        seq
+    }
+
+    /// The probe `seq` sent at `sent` completed at `now`.
+    pub fn on_probe_answer(&mut self, now: Nanos, seq: ProbeSeq, sent: Nanos) {
+        let rtt = now.saturating_sub(sent);
+        self.probes += 1;
+        self.last_rtt = Some(rtt);
+        self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
+        // Smoothed as TCP's SRTT (gain 1/8).
+        self.srtt = Some(match self.srtt {
+            None => rtt,
+            Some(s) => Nanos((s.0 * 7 + rtt.0) / 8),
+        });
+        on_ctl!(&self.algo, &mut self.ctl, a, c => {
+            c.on_probe_answer(a, now, seq, None);
+        }, ())
+    }
+
+    /// Fires the algorithm's timer and the probe timeout when due.
+    pub fn poll_timers(&mut self, now: Nanos) {
+        on_ctl!(&self.algo, &mut self.ctl, a, c => { c.poll_timers(a, now); }, ())
+    }
+
+    /// When [`QpPacer::poll_timers`] has something to do next.
+    pub fn next_timer(&self) -> Option<Nanos> {
+        let (t, p) = match &self.ctl {
+            Ctl::RttAimd(c) => (c.timer(), c.probe_deadline()),
+            Ctl::Swift(c) => (c.timer(), c.probe_deadline()),
+            Ctl::Timely(c) => (c.timer(), c.probe_deadline()),
+            Ctl::Dcqcn(c) => (c.timer(), c.probe_deadline()),
+            Ctl::Fixed(c) => (c.timer(), c.probe_deadline()),
+        };
+        match (t, p) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The algorithm's current rate, bytes per second.
+    pub fn rate_bytes_per_s(&self) -> f64 {
+        on_ctl!(&self.algo, &self.ctl, a, c => c.rate(a).bps() / 8.0, f64::NAN)
+    }
+
+    /// Takes up changed parameters.
+    pub fn adopt(&mut self, algo: &Algorithm) {
+        self.algo.adopt(algo);
+    }
+
+    /// Publishes rate, RTTs and counters.
+    pub fn publish(&self, stats: &QueueStats) {
+        let ns = |n: Option<Nanos>| n.map_or(0, |n| n.0.max(1));
+        stats
+            .rate_bits
+            .store(self.rate_bytes_per_s().to_bits(), Ordering::Relaxed);
+        stats.srtt_ns.store(ns(self.srtt), Ordering::Relaxed);
+        stats
+            .last_rtt_ns
+            .store(ns(self.last_rtt), Ordering::Relaxed);
+        stats.min_rtt_ns.store(ns(self.min_rtt), Ordering::Relaxed);
+        stats.probes.store(self.probes, Ordering::Relaxed);
+        let lost = match &self.ctl {
+            Ctl::RttAimd(c) => c.probes_lost(),
+            Ctl::Swift(c) => c.probes_lost(),
+            Ctl::Timely(c) => c.probes_lost(),
+            Ctl::Dcqcn(c) => c.probes_lost(),
+            Ctl::Fixed(c) => c.probes_lost(),
+        };
+        stats.probes_lost.store(lost, Ordering::Relaxed);
+        stats.paced_waits.store(self.waits, Ordering::Relaxed);
+    }
+}
+
+/// What a poller publishes about one queue pair (updated every few milliseconds).
+#[derive(Debug)]
+pub struct QueueStats {
+    /// Controller id (0 until the Connect).
+    pub cntlid: AtomicU32,
+    /// Queue id.
+    pub qid: AtomicU32,
+    /// Queue depth.
+    pub depth: AtomicU32,
+    /// Commands received and not yet answered.
+    pub in_flight: AtomicU32,
+    /// Pacer rate in bytes per second as `f64` bits (NaN: not paced).
+    pub rate_bits: AtomicU64,
+    /// Smoothed probe RTT, ns (0: no sample yet).
+    pub srtt_ns: AtomicU64,
+    /// Last probe RTT, ns (0: none).
+    pub last_rtt_ns: AtomicU64,
+    /// Lowest probe RTT, ns (0: none).
+    pub min_rtt_ns: AtomicU64,
+    /// Probes answered.
+    pub probes: AtomicU64,
+    /// Probes declared lost.
+    pub probes_lost: AtomicU64,
+    /// Transfers that waited for the token bucket.
+    pub paced_waits: AtomicU64,
+}
+
+impl Default for QueueStats {
+    fn default() -> QueueStats {
+        QueueStats {
+            cntlid: AtomicU32::new(0),
+            qid: AtomicU32::new(0),
+            depth: AtomicU32::new(0),
+            in_flight: AtomicU32::new(0),
+            rate_bits: AtomicU64::new(f64::NAN.to_bits()),
+            srtt_ns: AtomicU64::new(0),
+            last_rtt_ns: AtomicU64::new(0),
+            min_rtt_ns: AtomicU64::new(0),
+            probes: AtomicU64::new(0),
+            probes_lost: AtomicU64::new(0),
+            paced_waits: AtomicU64::new(0),
+        }
+    }
+}
+
+impl QueueStats {
+    /// Pacer rate, bytes per second (NaN when the queue is not paced).
+    pub fn rate_bytes_per_s(&self) -> f64 {
+        f64::from_bits(self.rate_bits.load(Ordering::Relaxed))
+    }
+
+    /// Smoothed RTT in microseconds (NaN before the first probe answer).
+    pub fn rtt_us(&self) -> f64 {
+        match self.srtt_ns.load(Ordering::Relaxed) {
+            0 => f64::NAN,
+            ns => ns as f64 / 1e3,
+        }
+    }
+}
+
+/// The target-wide congestion-control settings: the algorithm with its current parameters
+/// (`None`: pacing off) and a generation counter bumped on every accepted change.
+#[derive(Debug)]
+pub struct CcState {
+    algorithm: Mutex<Option<Algorithm>>,
+    generation: AtomicU64,
+}
+
+impl CcState {
+    /// From the configuration (`None`: pacing off); refuses an unknown algorithm or parameter.
+    pub fn new(spec: Option<&CcSpec>) -> Result<CcState, CcError> {
+        let algorithm = spec.map(CcSpec::build).transpose()?;
+        Ok(CcState {
+            algorithm: Mutex::new(algorithm),
+            generation: AtomicU64::new(0),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Algorithm>> {
+        self.algorithm.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The algorithm with its current parameters (`None`: pacing off).
+    pub fn current(&self) -> Option<Algorithm> {
+        self.lock().clone()
+    }
+
+    /// Bumped on every accepted change.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Sets one parameter for every queue pair (pollers take it up within [`PARAM_CHECK`]).
+    pub fn set(&self, param: &str, value: f64) -> Result<String, String> {
+        let mut g = self.lock();
+        let Some(a) = g.as_mut() else {
+            return Err("pacing is off (cc.algorithm = \"off\"): no parameter to set".into());
+        };
+        let old = a.params().get(param).map_err(|e| e.to_string())?;
+        a.set(param, value).map_err(|e| e.to_string())?;
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        Ok(format!("{} {param}: {old} -> {value}", a.name()))
+    }
+
+    /// The algorithm and every parameter with its value, range and meaning, one per line.
+    pub fn show(&self) -> String {
+        use std::fmt::Write as _;
+        let g = self.lock();
+        let Some(a) = g.as_ref() else {
+            return "algorithm: off (no pacing)".into();
+        };
+        let mut s = format!("algorithm: {}\n", a.name());
+        let p = a.params();
+        for (spec, (_, v)) in p.specs().iter().zip(p.iter()) {
+            let _ = writeln!(
+                s,
+                "  {:<18} {:>14} [{} .. {}]  {}",
+                spec.name, v, spec.min, spec.max, spec.doc
+            );
+        }
+        s.pop();
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(algorithm: &str, params: &[(&str, f64)]) -> CcSpec {
+        CcSpec {
+            algorithm: algorithm.into(),
+            params: params.iter().map(|(n, v)| ((*n).to_owned(), *v)).collect(),
+        }
+    }
+
+    #[test]
+    fn names_and_params_are_checked() {
+        for n in ALGORITHMS {
+            assert_eq!(spec(n, &[]).build().unwrap().name(), *n);
+        }
+        let e = spec("cubic", &[]).build().unwrap_err();
+        assert!(e.to_string().contains("unknown algorithm `cubic`"), "{e}");
+        let e = spec("fixed", &[("speed", 1.0)]).build().unwrap_err();
+        assert!(e.to_string().contains("unknown parameter `speed`"), "{e}");
+        let e = spec("fixed", &[("rate_mbps", 0.0)]).build().unwrap_err();
+        assert!(e.to_string().contains("outside"), "{e}");
+        let a = spec("fixed", &[("rate_mbps", 800.0)]).build().unwrap();
+        assert_eq!(a.params().get("rate_mbps"), Ok(800.0));
+    }
+
+    #[test]
+    fn fixed_pacer_holds_its_rate_and_adopts_changes() {
+        let a = spec("fixed", &[("rate_mbps", 800.0)]).build().unwrap();
+        let mut p = QpPacer::new(&a, Nanos::ZERO);
+        assert_eq!(p.rate_bytes_per_s(), 100e6);
+        // 128 KiB transfers at 100 MB/s: after the initial half bucket, one per 1.31 ms.
+        let len = 128 << 10;
+        let mut now = Nanos::ZERO;
+        let mut sent = 0u64;
+        while now < Nanos::from_ms(1000) {
+            match p.readiness(now, len) {
+                Readiness::Now => {
+                    p.on_sent(now, len);
+                    p.on_acked(now, len);
+                    sent += len;
+                }
+                Readiness::At(t) => now = t,
+                other => panic!("{other:?}"),
+            }
+        }
+        let rate = (sent - BURST_BYTES / 2) as f64 / now.as_secs_f64();
+        assert!((rate / 100e6 - 1.0).abs() < 0.01, "{rate}");
+        let mut b = a.clone();
+        b.set("rate_mbps", 1600.0).unwrap();
+        p.adopt(&b);
+        p.poll_timers(now);
+        assert_eq!(p.rate_bytes_per_s(), 200e6);
+    }
+
+    #[test]
+    fn probes_are_asked_for_the_report_and_measured() {
+        let a = spec("fixed", &[]).build().unwrap();
+        let mut p = QpPacer::new(&a, Nanos::ZERO);
+        assert_eq!(p.poll_probe(Nanos::from_ms(1)), None, "fixed asks for none");
+        let seq = p.poll_probe(REPORT_PROBE_INTERVAL).expect("report probe");
+        assert_eq!(p.next_timer(), Some(REPORT_PROBE_INTERVAL + PROBE_TIMEOUT));
+        p.on_probe_answer(
+            REPORT_PROBE_INTERVAL + Nanos(40_000),
+            seq,
+            REPORT_PROBE_INTERVAL,
+        );
+        let s = QueueStats::default();
+        assert!(s.rtt_us().is_nan() && s.rate_bytes_per_s().is_nan());
+        p.publish(&s);
+        assert_eq!(s.rtt_us(), 40.0);
+        assert_eq!(s.probes.load(Ordering::Relaxed), 1);
+        assert_eq!(p.next_timer(), None);
+    }
+
+    #[test]
+    fn rtt_aimd_slows_down_when_the_rtt_grows() {
+        let a = spec("rtt-aimd", &[("base_cap_us", 100_000.0)])
+            .build()
+            .unwrap();
+        let mut p = QpPacer::new(&a, Nanos::ZERO);
+        let mut now = Nanos::ZERO;
+        let mut run = |p: &mut QpPacer, rtt: Nanos, n: usize| {
+            for _ in 0..n {
+                p.on_sent(now, 4096);
+                if let Some(seq) = p.poll_probe(now) {
+                    p.on_probe_answer(now + rtt, seq, now);
+                }
+                now = now + rtt + Nanos::from_us(10);
+            }
+        };
+        run(&mut p, Nanos::from_us(20), 300);
+        let fast = p.rate_bytes_per_s();
+        run(&mut p, Nanos::from_us(500), 100);
+        let slow = p.rate_bytes_per_s();
+        assert!(slow < fast / 2.0, "{fast} -> {slow}");
+    }
+
+    #[test]
+    fn state_sets_checks_and_shows() {
+        let s = CcState::new(Some(&spec("fixed", &[]))).unwrap();
+        assert_eq!(s.generation(), 0);
+        let m = s.set("rate_mbps", 1600.0).unwrap();
+        assert_eq!(m, "fixed rate_mbps: 1000 -> 1600");
+        assert_eq!(s.generation(), 1);
+        let e = s.set("rate_mbps", -1.0).unwrap_err();
+        assert!(e.contains("outside"), "{e}");
+        let e = s.set("beta", 0.5).unwrap_err();
+        assert!(
+            e.contains("unknown parameter `beta` for algorithm `fixed`"),
+            "{e}"
+        );
+        assert_eq!(s.generation(), 1, "refusals change nothing");
+        assert!(s.show().contains("rate_mbps"), "{}", s.show());
+        let off = CcState::new(None).unwrap();
+        assert!(off
+            .set("rate_mbps", 1.0)
+            .unwrap_err()
+            .contains("pacing is off"));
+        assert!(off.current().is_none());
+    }
+}

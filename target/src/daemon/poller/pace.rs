@@ -1,0 +1,318 @@
+//! The poller's side of live pacing (see [`super::super::pacing`]): attaching a pacer to each
+//! new I/O queue, the token-bucket gate in front of RDMA READs and of responses carrying data,
+//! the paced wait lists retried at their due time, RTT probes, run-time parameter changes and
+//! the per-queue statistics.
+//!
+//! Invariants: a queue with waiting responses is always due at some time (the bucket's ready
+//! time, or an acknowledgement for a window-limited algorithm); waiting responses count in the
+//! queue's `elsewhere`, so a closing queue is not reaped before they are recycled; the poller
+//! never naps past the earliest due time ([`Poller::until_due`]).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use raidline_cc::pacer::Readiness;
+use raidline_cc::probe::ProbeSeq;
+use raidline_cc::Nanos;
+use raidline_fabric::{Fabric, Payload, RemoteBuf, SendOp, SendWr, WrId};
+use raidline_proto::Status;
+
+use super::super::pacing::{QpPacer, QueueStats, PARAM_CHECK};
+use super::super::queue::{Queue, Req, Wr};
+use super::Poller;
+
+/// How often queue statistics are published.
+const PUBLISH_EVERY: Nanos = Nanos::from_ms(20);
+/// When the algorithm stopped the flow (rate 0), look again this much later.
+const STOPPED_RETRY: Nanos = Nanos::from_ms(1);
+
+/// The poller's pacing clock and bookkeeping.
+pub(crate) struct PollerPacing {
+    /// Time zero of the poller clock.
+    start: Instant,
+    /// Parameter generation the queues run with.
+    generation: u64,
+    checked: Nanos,
+    published: Nanos,
+    /// Earliest due time of any queue.
+    next_due: Option<Nanos>,
+}
+
+impl PollerPacing {
+    pub(crate) fn new() -> PollerPacing {
+        PollerPacing {
+            start: Instant::now(),
+            generation: 0,
+            checked: Nanos::ZERO,
+            published: Nanos::ZERO,
+            next_due: None,
+        }
+    }
+
+    fn now(&self) -> Nanos {
+        Nanos(self.start.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64)
+    }
+}
+
+/// Bytes a response moves with RDMA WRITE (`None`: nothing to pace).
+fn write_len(req: &Req, status: Status) -> Option<u64> {
+    match (req.write_back, &req.data) {
+        (Some((_, len)), Some(_)) if status.is_success() && len > 0 => Some(len as u64),
+        _ => None,
+    }
+}
+
+impl<F: Fabric> Poller<F> {
+    /// A new queue: an I/O queue gets a pacer when pacing is on; every queue gets statistics.
+    pub(super) fn attach_pacing(&mut self, q: &mut Queue<F>) {
+        let now = self.pace.now();
+        if q.setup.qid != 0 {
+            if let Some(a) = self.shared.cc.current() {
+                q.pacing.pacer = Some(QpPacer::new(&a, now));
+                q.pacing.wake_at(now);
+                self.note_due(now);
+            }
+        }
+        let stats = Arc::new(QueueStats::default());
+        stats.qid.store(u32::from(q.setup.qid), Ordering::Relaxed);
+        stats
+            .depth
+            .store(u32::from(q.setup.depth), Ordering::Relaxed);
+        q.pacing.recvs = q.posted_recvs;
+        q.pacing.stats = stats.clone();
+        lock(&self.shared.queue_stats).insert(q.conn, stats);
+    }
+
+    /// A queue is gone: its statistics go with it.
+    pub(super) fn detach_pacing(&mut self, q: &Queue<F>) {
+        lock(&self.shared.queue_stats).remove(&q.conn);
+    }
+
+    /// Recycles the waiting responses of closing queues.
+    pub(super) fn drop_paced_of_closing(&mut self) {
+        let mut dropped = Vec::new();
+        for q in self.queues.values_mut() {
+            if q.closing {
+                while let Some((req, _, _)) = q.pacing.waiting.pop_front() {
+                    q.elsewhere -= 1;
+                    dropped.push(req);
+                }
+            }
+        }
+        for r in dropped {
+            self.recycle(r);
+        }
+    }
+
+    fn note_due(&mut self, t: Nanos) {
+        let d = &mut self.pace.next_due;
+        *d = Some(d.map_or(t, |d| d.min(t)));
+    }
+
+    /// How long until some queue is due (`None`: nothing paced is waiting).
+    pub(super) fn until_due(&self) -> Option<Duration> {
+        let due = self.pace.next_due?;
+        Some(Duration::from_nanos(due.saturating_sub(self.pace.now()).0))
+    }
+
+    /// Whether `len` bytes may go now on `q`; if not, the queue is due when they may.
+    pub(super) fn pace_gate(&mut self, q: &mut Queue<F>, len: u64) -> bool {
+        let Some(p) = q.pacing.pacer.as_mut() else {
+            return true;
+        };
+        let now = self.pace.now();
+        let due = match p.readiness(now, len) {
+            Readiness::Now => return true,
+            Readiness::At(t) => Some(t),
+            // An acknowledgement wakes the queue.
+            Readiness::WindowFull => None,
+            Readiness::Stopped => Some(now + STOPPED_RETRY),
+        };
+        if let Some(t) = due {
+            q.pacing.wake_at(t);
+            self.note_due(t);
+        }
+        false
+    }
+
+    /// Whether a response must wait for the bucket; if so it is queued on `q` and `None`
+    /// comes back.
+    pub(super) fn pace_response(
+        &mut self,
+        q: &mut Queue<F>,
+        req: Box<Req>,
+        status: Status,
+        result: u64,
+    ) -> Option<Box<Req>> {
+        let Some(len) = write_len(&req, status) else {
+            return Some(req);
+        };
+        if q.pacing.pacer.is_none() || (q.pacing.waiting.is_empty() && self.pace_gate(q, len)) {
+            return Some(req);
+        }
+        if let Some(p) = q.pacing.pacer.as_mut() {
+            p.note_wait();
+        }
+        q.elsewhere += 1;
+        q.pacing.waiting.push_back((req, status, result));
+        None
+    }
+
+    /// `len` bytes were posted on `q` (RDMA READ or WRITE).
+    pub(super) fn pace_sent(&mut self, q: &mut Queue<F>, len: u64) {
+        if len == 0 {
+            return;
+        }
+        let now = self.pace.now();
+        if let Some(p) = q.pacing.pacer.as_mut() {
+            p.on_sent(now, len);
+            // The algorithm may want a probe now.
+            q.pacing.wake_at(now);
+            self.note_due(now);
+        }
+    }
+
+    /// A paced transfer of `len` bytes completed on `q`.
+    pub(super) fn pace_acked(&mut self, q: &mut Queue<F>, len: u64) {
+        if len == 0 {
+            return;
+        }
+        let now = self.pace.now();
+        if let Some(p) = q.pacing.pacer.as_mut() {
+            p.on_acked(now, len);
+            q.pacing.wake_at(now);
+            self.note_due(now);
+        }
+    }
+
+    /// The probe `seq` posted at `sent_ns` completed.
+    pub(super) fn probe_answered(&mut self, q: &mut Queue<F>, seq: ProbeSeq, sent_ns: u64) {
+        let now = self.pace.now();
+        if let Some(p) = q.pacing.pacer.as_mut() {
+            p.on_probe_answer(now, seq, Nanos(sent_ns));
+            q.pacing.wake_at(now);
+            self.note_due(now);
+        }
+    }
+
+    /// Parameter changes, statistics, and the queues that are due; returns the work done.
+    pub(super) fn pace(&mut self) -> usize {
+        let now = self.pace.now();
+        if now.saturating_sub(self.pace.checked) >= Nanos(PARAM_CHECK.as_nanos() as u64) {
+            self.pace.checked = now;
+            let g = self.shared.cc.generation();
+            if g != self.pace.generation {
+                self.pace.generation = g;
+                if let Some(a) = self.shared.cc.current() {
+                    for q in self.queues.values_mut() {
+                        if let Some(p) = q.pacing.pacer.as_mut() {
+                            p.adopt(&a);
+                            q.pacing.wake_at(now);
+                        }
+                    }
+                    self.note_due(now);
+                }
+            }
+        }
+        if now.saturating_sub(self.pace.published) >= PUBLISH_EVERY {
+            self.pace.published = now;
+            self.publish();
+        }
+        if self.pace.next_due.is_none_or(|d| d > now) {
+            return 0;
+        }
+        let due: Vec<u32> = self
+            .queues
+            .iter()
+            .filter(|(_, q)| q.pacing.due.is_some_and(|d| d <= now))
+            .map(|(k, _)| *k)
+            .collect();
+        let mut work = 0;
+        for qpn in due {
+            if let Some(mut q) = self.queues.remove(&qpn) {
+                work += self.visit(&mut q, now);
+                self.queues.insert(qpn, q);
+            }
+        }
+        self.pace.next_due = self.queues.values().filter_map(|q| q.pacing.due).min();
+        work
+    }
+
+    /// Timers, waiting responses, waiting reads and the probe of one due queue.
+    fn visit(&mut self, q: &mut Queue<F>, now: Nanos) -> usize {
+        q.pacing.due = None;
+        if q.closing {
+            return 0;
+        }
+        let Some(p) = q.pacing.pacer.as_mut() else {
+            return 0;
+        };
+        p.poll_timers(now);
+        let mut work = 0;
+        while let Some((req, status, _)) = q.pacing.waiting.front() {
+            let len = write_len(req, *status).unwrap_or(0);
+            if !self.pace_gate(q, len) {
+                break;
+            }
+            let Some((req, status, result)) = q.pacing.waiting.pop_front() else {
+                break;
+            };
+            q.elsewhere -= 1;
+            work += 1;
+            self.send_response(q, req, status, result);
+        }
+        if !q.read_wait.is_empty() {
+            self.pump_reads(q);
+        }
+        self.send_probe(q, now);
+        if let Some(t) = q.pacing.pacer.as_ref().and_then(QpPacer::next_timer) {
+            q.pacing.wake_at(t.max(now));
+        }
+        work
+    }
+
+    /// Posts the probe the pacer wants, if any: a signaled zero-length RDMA WRITE. A post that
+    /// fails (send queue full, QP breaking) is left to the probe timeout, which retries.
+    fn send_probe(&mut self, q: &mut Queue<F>, now: Nanos) {
+        let Some(seq) = q.pacing.pacer.as_mut().and_then(|p| p.poll_probe(now)) else {
+            return;
+        };
+        let mut wr = [SendWr {
+            wr_id: WrId(0),
+            op: SendOp::RdmaWrite(RemoteBuf { addr: 0, rkey: 0 }),
+            payload: Payload::Sges(&[]),
+            signaled: true,
+        }];
+        if let Err(rej) = q.ep.post_send(
+            Wr::Probe {
+                seq,
+                sent_ns: now.0,
+            },
+            &mut wr,
+        ) {
+            tracing::debug!(
+                "controller {} queue {}: probe not posted: {}",
+                q.cntlid,
+                q.proto.qid(),
+                rej.error
+            );
+        }
+    }
+
+    fn publish(&mut self) {
+        for q in self.queues.values() {
+            let s = &q.pacing.stats;
+            s.cntlid.store(u32::from(q.cntlid), Ordering::Relaxed);
+            let in_flight = q.pacing.recvs.saturating_sub(q.posted_recvs);
+            s.in_flight.store(in_flight as u32, Ordering::Relaxed);
+            if let Some(p) = &q.pacing.pacer {
+                p.publish(s);
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
