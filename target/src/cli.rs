@@ -582,7 +582,11 @@ pub fn config_summary(c: &Config) -> String {
     let _ = writeln!(
         s,
         "  congestion control: {}{}",
-        c.cc.algorithm,
+        if c.cc.algorithm == crate::daemon::pacing::PACING_OFF {
+            "off (no pacing)"
+        } else {
+            c.cc.algorithm.as_str()
+        },
         if params.is_empty() {
             String::new()
         } else {
@@ -992,7 +996,7 @@ mod tests {
             "  pollers: 2 (adaptive polling)\n",
             "  management socket: /run/raidline/raidline.sock\n",
             "  metrics: http://127.0.0.1:9420/metrics\n",
-            "  congestion control: rtt-aimd\n",
+            "  congestion control: off (no pacing)\n",
             "  array array0: RAID-5 over 4 members, 0 spares, chunk 64 KiB, parity cpu, rebuild 200 MB/s\n",
             "    member /dev/nvme3n1\n",
             "  subsystem nqn.2026-11.io.raidline:array0: model \"Raidline RAID-5\", serial derived from the array, 1 allowed host(s)\n",

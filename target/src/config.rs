@@ -230,8 +230,8 @@ pub struct Config {
 }
 
 /// Congestion control settings, validated when the configuration loads: the algorithm is one of
-/// `rtt-aimd`, `ctcc`, `swift`, `timely`, `dcqcn`, `fixed`, or `off` (no pacing), and every
-/// parameter exists for it and lies in its range.
+/// `rtt-aimd`, `ctcc`, `swift`, `timely`, `dcqcn`, `fixed`, or `off` (no pacing, the default
+/// when `[cc]` names none), and every parameter exists for it and lies in its range.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CcConfig {
     /// Algorithm name (`off`: no pacing).
@@ -578,10 +578,10 @@ fn transport_limits(cx: &Ctx<'_>, t: &RawTransport) -> Result<Limits, ConfigErro
 }
 
 fn cc_config(cx: &Ctx<'_>, c: &RawCc) -> Result<CcConfig, ConfigError> {
-    let algorithm = c
-        .algorithm
-        .as_ref()
-        .map_or_else(|| "rtt-aimd".to_owned(), |a| a.get_ref().clone());
+    let algorithm = c.algorithm.as_ref().map_or_else(
+        || crate::daemon::pacing::PACING_OFF.to_owned(),
+        |a| a.get_ref().clone(),
+    );
     let mut params = Vec::new();
     for (k, v) in &c.params {
         let x = match v {

@@ -17,7 +17,7 @@ fn example_config_parses() {
         Backing::Array("array0".into())
     );
     assert_eq!(c.limits, Limits::default());
-    assert_eq!(c.cc.algorithm, "rtt-aimd");
+    assert_eq!(c.cc.algorithm, "off");
     assert_eq!(c.metrics, Some("127.0.0.1:9420".parse().unwrap()));
 }
 
@@ -110,4 +110,26 @@ fn file_namespace_and_host_list() {
             create_size: Some(64 << 20)
         }
     );
+}
+
+#[test]
+fn cc_algorithm_and_params_are_checked_at_load() {
+    assert_eq!(Config::parse("", "x").unwrap().cc.algorithm, "off");
+    let c = Config::parse(
+        "[cc]\nalgorithm = \"fixed\"\n[cc.params]\nrate_mbps = 8000\n",
+        "x",
+    )
+    .unwrap();
+    assert_eq!(c.cc.params, vec![("rate_mbps".to_owned(), 8000.0)]);
+    let (l, c, m) = invalid("[cc]\nalgorithm = \"cubic\"\n");
+    assert_eq!((l, c), (2, 13));
+    assert!(m.contains("unknown algorithm `cubic`"), "{m}");
+    let (l, _, m) = invalid("[cc]\nalgorithm = \"fixed\"\n[cc.params]\nspeed = 1\n");
+    assert_eq!(l, 2);
+    assert!(
+        m.contains("unknown parameter `speed` for algorithm `fixed`"),
+        "{m}"
+    );
+    let (_, _, m) = invalid("[cc]\nalgorithm = \"rtt-aimd\"\n[cc.params]\nbeta = 2.0\n");
+    assert!(m.contains("`beta` = 2 is outside [0, 1]"), "{m}");
 }

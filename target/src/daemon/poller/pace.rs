@@ -219,7 +219,7 @@ impl<F: Fabric> Poller<F> {
             self.pace.published = now;
             self.publish();
         }
-        if self.pace.next_due.is_none_or(|d| d > now) {
+        if !self.pace.next_due.is_some_and(|d| d <= now) {
             return 0;
         }
         let due: Vec<u32> = self
