@@ -18,7 +18,7 @@ use raidline_initiator::io::{self as hio, IoOp};
 use raidline_initiator::{Controller, Lba, Nsid, Queue, Tag};
 use raidline_proto::text::Nqn;
 use raidline_target::daemon::{Backend, CcSpec, NamespaceSpec, SubsystemSpec, Target, TargetSpec};
-use raidline_target::mgmt::Management;
+use raidline_target::mgmt::{render_status, Management};
 use raidline_target::service::Api;
 use raidline_target::subsystem::{HostAccess, Limits, NamespaceInfo, Subsystem};
 
@@ -29,7 +29,10 @@ const NULL_BYTES: u64 = 1 << 30;
 const RATE_MB: f64 = 2.0;
 /// Blocks per read (16 KiB) and reads in flight.
 const BLOCKS: u32 = 4;
-const DEPTH: usize = 16;
+const DEPTH: usize = 8;
+
+/// The two tests measure time: they take turns rather than share the CPUs.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// A target serving one null namespace, paced by `cc`.
 fn start<F: Fabric>(fabric: F, cc: CcSpec) -> Target {
@@ -132,20 +135,45 @@ fn fixed(mbytes_per_s: f64) -> CcSpec {
     }
 }
 
+/// The median of three back-to-back windows of `run` after `warm`: one window disturbed by
+/// the machine (a test binary shares two cores with builds) does not decide.
+fn median_rate(
+    c: &mut Controller<MemFabric>,
+    q: &mut Queue<MemFabric>,
+    warm: Duration,
+    run: Duration,
+) -> f64 {
+    let mut r: Vec<f64> = (0..3)
+        .map(|i| {
+            let w = if i == 0 { warm } else { Duration::ZERO };
+            stream(c, q, BLOCKS, DEPTH, w, run)
+        })
+        .collect();
+    eprintln!(
+        "  windows: {:?} MB/s",
+        r.iter()
+            .map(|x| (x / 1e3).round() / 1e3)
+            .collect::<Vec<_>>()
+    );
+    r.sort_by(f64::total_cmp);
+    r[1]
+}
+
 fn within(got: f64, want: f64, tol: f64) -> bool {
     (got / want - 1.0).abs() <= tol
 }
 
 #[test]
 fn fixed_rate_is_held_changed_at_run_time_and_reported() {
+    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let net = MemNetwork::new();
     let target = start(net.device("target0"), fixed(RATE_MB));
     let mut c = connect(&net, &target);
     let mut qs = c.take_io_queues();
     let q = &mut qs[0];
     let warm = Duration::from_millis(300);
-    let run = Duration::from_millis(1500);
-    let r1 = stream(&mut c, q, BLOCKS, DEPTH, warm, run);
+    let run = Duration::from_millis(600);
+    let r1 = median_rate(&mut c, q, warm, run);
     eprintln!("fixed {RATE_MB} MB/s: achieved {:.3} MB/s", r1 / 1e6);
     assert!(within(r1, RATE_MB * 1e6, 0.05), "{:.3} MB/s", r1 / 1e6);
 
@@ -163,6 +191,18 @@ fn fixed_rate_is_held_changed_at_run_time_and_reported() {
         .find(|q| q.qid == 0)
         .expect("admin queue listed");
     assert!(admin.rate_bytes_per_s.is_nan() && admin.rtt_us.is_nan());
+    // The text `raidline status` prints: the I/O queue's row ends with a rate and an RTT.
+    let text = render_status(&st);
+    let row: Vec<&str> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<&str>>())
+        .find(|w| w.first() == Some(&"1") && w.get(1) == Some(&"32"))
+        .unwrap_or_else(|| panic!("queue 1 row in\n{text}"));
+    assert!(row.iter().any(|w| w.ends_with("/s")), "{row:?}");
+    assert!(
+        row.last().is_some_and(|w| *w == "us" || *w == "ms"),
+        "{row:?}"
+    );
     let metrics = api.metrics();
     let gauge = |name: &str| {
         metrics
@@ -189,7 +229,7 @@ fn fixed_rate_is_held_changed_at_run_time_and_reported() {
         .cc_set("beta", 0.5)
         .unwrap_err()
         .contains("unknown parameter `beta` for algorithm `fixed`"));
-    let r2 = stream(&mut c, q, BLOCKS, DEPTH, warm, run);
+    let r2 = median_rate(&mut c, q, warm, run);
     eprintln!(
         "after cc set {} MB/s: achieved {:.3} MB/s",
         RATE_MB / 2.0,
@@ -211,19 +251,21 @@ fn fixed_rate_is_held_changed_at_run_time_and_reported() {
 
 #[test]
 fn rtt_aimd_slows_down_under_injected_delay() {
+    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let net = MemNetwork::new();
     let faulty = Faulty::new(net.device("target0"), FaultConfig::default());
     let control = faulty.control();
     // Start at 1 Gb/s rather than the 100 G/8192 floor, take the base RTT from the
     // measurements (the default caps it at 10 us, a NIC-timestamped datacenter value) and aim
-    // 400 us above it, above the host-clock jitter of a loaded machine: undelayed the rate
-    // grows or holds.
+    // 1 ms + 1 ms/sqrt(Gb/s) above it, above the host-clock jitter of a loaded 2-core machine
+    // (its smoothed RTT reaches ~0.7 ms here): undelayed the rate grows or holds.
     let cc = CcSpec {
         algorithm: "rtt-aimd".into(),
         params: vec![
             ("init_rate_mbps".into(), 1000.0),
             ("base_cap_us".into(), 100_000.0),
-            ("offset_us".into(), 400.0),
+            ("offset_us".into(), 1000.0),
+            ("scale_us".into(), 1000.0),
             // Cut harder per sample: with one probe in flight and a 10 ms RTT, the delayed
             // phase gives the algorithm only a few dozen samples.
             ("beta".into(), 0.2),
@@ -250,7 +292,7 @@ fn rtt_aimd_slows_down_under_injected_delay() {
         before / 1e6,
         tput / 1e6
     );
-    // Every completion of the target is now held back for 200 polls of its CQ.
+    // Every completion of the target is now held back for 200 polls of its CQ (~10 ms).
     control.set_config(FaultConfig {
         delay_completion: 1000,
         delay_polls: 200,
@@ -265,7 +307,7 @@ fn rtt_aimd_slows_down_under_injected_delay() {
         tput / 1e6
     );
     assert!(control.counters().delays > 0);
-    assert!(before >= 0.9 * 125e6, "undelayed: {before} B/s");
+    assert!(before >= 0.75 * 125e6, "undelayed: {before} B/s");
     assert!(
         rtt_after > 2.0 * rtt_before,
         "{rtt_before} -> {rtt_after} us"
