@@ -2,14 +2,15 @@
 # raidline inside a lab guest: RAID-5 over the emulated NVMe drives, served over the guest's
 # soft-RoCE device, driven like the reference target (deploy/lab/ref-target.sh).
 #
-#   raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N]
+#   raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N] [--cc-rate MBPS]
 #       write $LAB_RUN/raidline.toml (array over all $LAB_DRIVES drives, assume_clean at
-#       creation, allow any host), start `raidline run` in the background (log: $LAB_RUN/raidline.log,
+#       creation, allow any host; --cc-rate: every I/O queue pair paced by the `fixed`
+#       algorithm at MBPS megabits per second), start `raidline run` in the background (log: $LAB_RUN/raidline.log,
 #       appended across restarts) and wait until it logs "ready"
 #   raidline.sh stop      SIGTERM; wait for a clean exit (status 0, "stopped cleanly")
 #   raidline.sh kill      SIGKILL, no goodbye (crash test)
 #   raidline.sh status    `raidline status` over the management socket
-usage="usage: raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N] | stop | kill | status"
+usage="usage: raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N] [--cc-rate MBPS] | stop | kill | status"
 set -euo pipefail
 
 lab=$(cd "$(dirname "$0")" && pwd)
@@ -19,13 +20,13 @@ die() { echo "raidline.sh: error: $*" >&2; exit 2; }
 
 [ $# -ge 1 ] || die "$usage"
 action=$1; shift
-addr=${LAB_IP:-} nqn=nqn.2026-11.io.raidline:array0 chunk=64 cores=1
+addr=${LAB_IP:-} nqn=nqn.2026-11.io.raidline:array0 chunk=64 cores=1 cc_rate=""
 bin=${RAIDLINE_BIN:-$lab/../../build/release/raidline}
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || die "$1 needs a value
 $usage"
   case "$1" in
-    --addr) addr=$2 ;; --nqn) nqn=$2 ;; --chunk) chunk=$2 ;; --bin) bin=$2 ;; --cores) cores=$2 ;;
+    --addr) addr=$2 ;; --nqn) nqn=$2 ;; --chunk) chunk=$2 ;; --bin) bin=$2 ;; --cores) cores=$2 ;; --cc-rate) cc_rate=$2 ;;
     *) die "unknown option $1
 $usage" ;;
   esac
@@ -70,6 +71,9 @@ allow_any_host = true
 nsid = 1
 array = "array0"
 CONF
+    if [ -n "$cc_rate" ]; then
+      printf '\n[cc]\nalgorithm = "fixed"\n[cc.params]\nrate_mbps = %s\n' "$cc_rate" >> "$conf"
+    fi
     "$bin" check-config "$conf" >&2 || die "check-config refused $conf"
     setsid "$bin" run --config "$conf" >> "$log" 2>&1 < /dev/null &
     echo $! > "$pidfile"
