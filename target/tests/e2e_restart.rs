@@ -191,7 +191,6 @@ array = "array0"
 }
 
 #[test]
-#[ignore = "daemon bug: service::has_superblock reads into an unaligned Vec, O_DIRECT members refuse it, a restart creates a NEW array (see /work/notes/e2e-bugs.md #2)"]
 fn daemon_bring_up_from_config_keeps_ids_across_restarts() {
     let dir = TempDir::new("restart");
     let members: Vec<PathBuf> = (0..4).map(|i| dir.0.join(format!("m{i}.img"))).collect();
