@@ -3,7 +3,7 @@
 //! serial (so Linux keeps the namespace on reconnect) and the data it wrote. Once over
 //! in-memory members (clean and unclean stop), once through the daemon's own bring-up from a
 //! configuration file over member files (create, then assemble; members listed in another
-//! order the third time).
+//! order the third time; a member blanked the fourth).
 
 mod common;
 
@@ -227,6 +227,22 @@ fn daemon_bring_up_from_config_keeps_ids_across_restarts() {
     assert_eq!(third, first, "identifiers depend on the member order");
     assert!(back == data);
     assert!(t3.shutdown().is_empty());
+
+    // 4: member 1's drive was swapped for a blank one: assembled degraded, never re-created.
+    std::fs::write(&members[1], vec![0u8; 9 << 20]).unwrap();
+    let spec = build_spec(&config(&dir.0, &members, "10.0.0.4:4420")).expect("bring-up");
+    let array = spec.arrays[0].1.clone();
+    assert_eq!(
+        array.uuid(),
+        uuid,
+        "a blank member made the daemon create a new array"
+    );
+    assert_eq!(array.degraded_roles(), vec![1]);
+    let t4 = Target::start(net.device("t4"), spec).unwrap();
+    let (fourth, back) = visit(&net, &t4, None, data.len());
+    assert_eq!(fourth, first, "identifiers changed with a member missing");
+    assert!(back == data, "data lost with a member missing");
+    assert!(t4.shutdown().is_empty());
 }
 
 #[test]
