@@ -135,3 +135,53 @@ fn kato_set_by_set_features_is_enforced() {
     assert!(quiet.elapsed() >= Duration::from_millis(1000));
     assert!(c.identify_controller().is_err());
 }
+
+#[test]
+fn host_that_dies_right_after_connect_is_reaped() {
+    use raidline_proto::fabrics::ConnectData;
+    use raidline_proto::text::Nqn;
+    let rig = default_rig();
+    // Admin Connect with KATO 1 s, then nothing at all: not even CC.EN.
+    let mut q =
+        RawQueue::connect(&rig.net, "raw-dead", rig.target.local_addrs()[0], 0, 32, 0).unwrap();
+    let h = host(5);
+    let cqe = q
+        .fabrics_connect(
+            1000,
+            &ConnectData {
+                hostid: h.hostid,
+                cntlid: 0xFFFF,
+                subnqn: Nqn::new(SUBNQN).unwrap(),
+                hostnqn: h.hostnqn,
+            },
+        )
+        .unwrap();
+    assert!(cqe.status.is_success(), "{:?}", cqe.status);
+    let cntlid = cqe.dw0() as u16;
+    assert!(listed(&rig, cntlid));
+    assert!(
+        eventually(Duration::from_secs(3), || !listed(&rig, cntlid)),
+        "a controller that never became ready outlived its KATO"
+    );
+}
+
+#[test]
+fn a_dropped_connection_reaps_its_controller_even_without_kato() {
+    let rig = default_rig();
+    let mut o = options(6);
+    o.kato = Duration::ZERO;
+    o.io_queues = 2;
+    let c = connect_with(&rig, 6, o).unwrap();
+    let cntlid = c.cntlid();
+    assert!(listed(&rig, cntlid));
+    // No shutdown: the host's queues just disconnect (a host reboot).
+    drop(c);
+    assert!(
+        eventually(Duration::from_secs(3), || !listed(&rig, cntlid)),
+        "a disconnected controller with KATO 0 stays forever"
+    );
+    // Its queue ids and controller id are free: the same host connects again.
+    let mut o = options(6);
+    o.io_queues = 2;
+    connect_with(&rig, 6, o).unwrap().shutdown().unwrap();
+}
