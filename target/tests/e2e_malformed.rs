@@ -995,3 +995,82 @@ fn malformed_admin_capsules_on_a_raw_admin_queue() {
     let csts = Csts::from_u32(prop_get(&mut q, property::CSTS, PropertySize::Four).dw0());
     assert_eq!(csts.shst, property::shutdown::SHST_COMPLETE);
 }
+
+/// A raw admin queue of host 1, connected and enabled; returns it with its controller id.
+fn raw_admin(rig: &Rig, dev: &str) -> (RawQueue, u16) {
+    use raidline_proto::fabrics::property::{self, Cc, Csts};
+    use raidline_proto::fabrics::PropertySet;
+    let mut q = RawQueue::connect(&rig.net, dev, rig.target.local_addrs()[0], 0, 32, 0).unwrap();
+    let cqe = q.fabrics_connect(0, &connect_data(0xFFFF)).unwrap();
+    assert!(cqe.status.is_success(), "{:?}", cqe.status);
+    let cc = Cc {
+        en: true,
+        css: 0,
+        mps: 0,
+        ams: 0,
+        shn: 0,
+        iosqes: 6,
+        iocqes: 4,
+        crime: false,
+    };
+    let null = SglDescriptor::Keyed {
+        address: 0,
+        length: 0,
+        key: 0,
+        invalidate: false,
+    };
+    let mut sqe = PropertySet {
+        cid: 0,
+        size: PropertySize::Four,
+        offset: property::CC,
+        value: u64::from(cc.to_u32()),
+    }
+    .to_sqe();
+    sqe.set_sgl1(&null).unwrap();
+    assert!(q.exec(sqe, &[]).unwrap().status.is_success());
+    let mut sqe = PropertyGet {
+        cid: 0,
+        size: PropertySize::Four,
+        offset: property::CSTS,
+    }
+    .to_sqe();
+    sqe.set_sgl1(&null).unwrap();
+    assert!(Csts::from_u32(q.exec(sqe, &[]).unwrap().dw0()).rdy);
+    (q, cqe.dw0() as u16)
+}
+
+#[test]
+fn asynchronous_event_requests_over_the_limit() {
+    use raidline_proto::admin::{AsyncEventRequest, Identify};
+    use raidline_proto::identify::{Cns, IdentifyController};
+    let rig = default_rig();
+    let (mut q, cntlid) = raw_admin(&rig, "raw-aer");
+    let sgl = q.keyed(0, 4096);
+    let cqe = q
+        .exec(
+            Identify::new(0, Cns::CONTROLLER, 0, sgl).to_sqe().unwrap(),
+            &[],
+        )
+        .unwrap();
+    assert!(cqe.status.is_success());
+    let id = IdentifyController::parse(&q.read_data(0, 4096)).unwrap();
+    assert_eq!(id.cntlid, cntlid);
+    let limit = usize::from(id.aerl) + 1;
+    assert_eq!(limit, 4, "AERL is 0's based: 4 outstanding");
+    // As many as AERL + 1 are parked (no answer) ...
+    for _ in 0..limit {
+        q.post(AsyncEventRequest { cid: 0 }.to_sqe()).unwrap();
+    }
+    // ... one more is refused at once.
+    let cqe = q.exec(AsyncEventRequest { cid: 0 }.to_sqe(), &[]).unwrap();
+    assert_eq!(cqe.status, dnr(StatusCode::AER_LIMIT_EXCEEDED));
+    // The parked ones do not block other admin commands.
+    let sgl = q.keyed(0, 4096);
+    let cqe = q
+        .exec(
+            Identify::new(0, Cns::CONTROLLER, 0, sgl).to_sqe().unwrap(),
+            &[],
+        )
+        .unwrap();
+    assert!(cqe.status.is_success());
+}
