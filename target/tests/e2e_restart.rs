@@ -255,9 +255,9 @@ fn shutdown_in_the_middle_of_writes_drains_and_leaves_the_array_clean() {
     stop_in_the_middle_of_writes(true);
 }
 
-/// 32-deep pipelined writes to distinct 8-block slots; the target stops after 150 ms
-/// (`graceful`: [`Target::shutdown`], else dropped); the array is reassembled and served
-/// again, and every write the host saw acknowledged reads back.
+/// 32-deep pipelined writes to distinct 8-block slots; the target stops once 24 are
+/// acknowledged (`graceful`: [`Target::shutdown`], else dropped); the array is reassembled and
+/// served again, and every write the host saw acknowledged reads back.
 fn stop_in_the_middle_of_writes(graceful: bool) {
     use raidline_initiator::io::{submit_rw, IoOp};
     use raidline_initiator::Tag;
@@ -277,6 +277,7 @@ fn stop_in_the_middle_of_writes(graceful: bool) {
         array,
         ..
     } = rig;
+    let progress = std::sync::atomic::AtomicUsize::new(0);
     let (acked, failed) = std::thread::scope(|s| {
         let writer = s.spawn(|| {
             let mut acked = Vec::new();
@@ -306,7 +307,10 @@ fn stop_in_the_middle_of_writes(graceful: bool) {
                         continue;
                     };
                     match f.result {
-                        Ok(_) => acked.push(k),
+                        Ok(_) => {
+                            acked.push(k);
+                            progress.store(acked.len(), std::sync::atomic::Ordering::Relaxed);
+                        }
                         Err(_) => {
                             failed += 1;
                             submitting = false;
@@ -320,7 +324,12 @@ fn stop_in_the_middle_of_writes(graceful: bool) {
             }
             (acked, failed)
         });
-        std::thread::sleep(Duration::from_millis(150));
+        assert!(
+            eventually(Duration::from_secs(10), || {
+                progress.load(std::sync::atomic::Ordering::Relaxed) >= 24
+            }),
+            "24 writes not acknowledged within 10 s"
+        );
         // The target goes away in the middle of the stream.
         if graceful {
             let errs = target.shutdown();
