@@ -1074,3 +1074,33 @@ fn asynchronous_event_requests_over_the_limit() {
         .unwrap();
     assert!(cqe.status.is_success());
 }
+
+#[test]
+fn sq_flow_control_disabled_reports_head_ffff() {
+    let s = setup();
+    let cntlid = s.admin.cntlid();
+    let addr = s.rig.target.local_addrs()[0];
+    let mut q = RawQueue::connect(&s.rig.net, "raw-sqfc", addr, 2, 8, cntlid).unwrap();
+    let bytes = connect_data(cntlid).to_bytes();
+    q.write_data(0, &bytes);
+    let sqe = Connect {
+        cid: 0,
+        sgl: q.keyed(0, bytes.len() as u32),
+        recfmt: 0,
+        qid: 2,
+        sqsize: 7,
+        cattr: raidline_proto::fabrics::CATTR_DISABLE_SQ_FLOW,
+        kato: 0,
+    }
+    .to_sqe()
+    .unwrap();
+    let cqe = q.exec(sqe, &[]).unwrap();
+    assert!(cqe.status.is_success(), "{:?}", cqe.status);
+    for i in 0..10 {
+        let sgl = q.keyed(0, 8192);
+        let cqe = q.exec(rw(false, 1, REF_LBA, REF_BLOCKS, sgl), &[]).unwrap();
+        assert!(cqe.status.is_success());
+        assert_eq!(cqe.sq_head, 0xFFFF, "read {i}: SQ flow control is off");
+        assert!(q.read_data(0, 8192) == s.reference);
+    }
+}
