@@ -1104,3 +1104,35 @@ fn sq_flow_control_disabled_reports_head_ffff() {
         assert!(q.read_data(0, 8192) == s.reference);
     }
 }
+
+#[test]
+fn losing_the_admin_queue_takes_the_io_queues_down() {
+    let rig = default_rig();
+    let (admin, cntlid) = raw_admin(&rig, "raw-admin-lost");
+    let addr = rig.target.local_addrs()[0];
+    let mut io = RawQueue::connect(&rig.net, "raw-io-orphan", addr, 1, 8, cntlid).unwrap();
+    let cqe = io.fabrics_connect(0, &connect_data(cntlid)).unwrap();
+    assert!(cqe.status.is_success(), "{:?}", cqe.status);
+    let listed = || {
+        rig.target
+            .shared()
+            .controllers
+            .lock()
+            .unwrap()
+            .contains_key(&cntlid)
+    };
+    assert!(listed());
+    // The host's admin connection goes away (a host crash as the target sees it).
+    drop(admin);
+    assert!(
+        eventually(Duration::from_secs(3), || !listed()),
+        "the controller outlived its admin queue"
+    );
+    // Its I/O queue is disconnected too: nothing is served on it any more.
+    let sgl = io.keyed(0, 4096);
+    let r = io.exec(rw(false, 1, 0, 1, sgl), &[]);
+    assert!(
+        r.is_err(),
+        "an orphaned I/O queue still served a read: {r:?}"
+    );
+}
