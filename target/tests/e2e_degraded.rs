@@ -360,3 +360,31 @@ fn two_members_lost_fails_io_with_exact_statuses_and_no_wrong_data() {
     c2.shutdown().unwrap();
     c.shutdown().unwrap();
 }
+
+#[test]
+fn read_errors_on_one_member_are_invisible_to_the_host() {
+    use raidline_raid::OpKind;
+    let rig = rig(&RigOptions {
+        faulty: true,
+        ..RigOptions::default()
+    });
+    let mut c = connect(&rig, 1);
+    let ns = c.namespace(Nsid(1)).unwrap();
+    let shadow = pattern(0xEE, 384 * BS); // 8 stripes
+    c.write(0, &ns, Lba(0), &shadow).unwrap();
+    // Member 1 now fails every read (writes still land): latent sector errors everywhere.
+    rig.faults[1].inject(Fault::ErrorRange {
+        kind: OpKind::Read,
+        start: 0,
+        end: u64::MAX,
+    });
+    verify_all(&mut c, &shadow, "with member 1 failing reads");
+    assert!(rig.faults[1].injected() > 0, "no read reached member 1");
+    // Writes that need member 1's old data (read-modify-write) work too.
+    let mut shadow = shadow;
+    let data = pattern(0xEF, 5 * BS);
+    c.write(0, &ns, Lba(17), &data).unwrap();
+    shadow[17 * BS..22 * BS].copy_from_slice(&data);
+    verify_all(&mut c, &shadow, "after a partial-stripe write");
+    c.shutdown().unwrap();
+}
