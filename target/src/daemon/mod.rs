@@ -323,12 +323,14 @@ impl Target {
                     }
                 }
             }
+            let waker = backend::Waker::new()?;
             let mut nsq = Vec::new();
             for n in &shared.namespaces {
                 nsq.push(backend::NsQueue::start(
                     &n.backend,
                     spec.workers_per_namespace,
                     arenas.clone(),
+                    waker.notifier(),
                 )?);
             }
             let (tx, rx) = channel();
@@ -336,7 +338,8 @@ impl Target {
                 tx,
                 cq: raidline_fabric::CompletionQueue::handle(&cq),
             });
-            let p = poller::Poller::new(id, shared.clone(), cq, rx, pool, nsq, spec.poll_mode);
+            let p =
+                poller::Poller::new(id, shared.clone(), cq, rx, pool, nsq, waker, spec.poll_mode);
             pollers.push(
                 std::thread::Builder::new()
                     .name(format!("poller-{id}"))

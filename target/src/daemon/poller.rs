@@ -17,7 +17,7 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use raidline_fabric::sys_poll::wait_readable;
+use raidline_fabric::sys_poll::wait_any;
 use raidline_fabric::{
     Completion as Wc, CompletionQueue, ConnId, Fabric, Payload, RemoteBuf, SendOp, SendWr,
     WcStatus, WrId,
@@ -26,7 +26,7 @@ use raidline_proto::fabrics::{ConnectData, ConnectResponse, InvalidParameterIn};
 use raidline_proto::{AdminOpcode, SglDescriptor, Sqe, Status, StatusCode};
 use raidline_raid::{ArrayBlock, Completion as Done, RaidError, Request, RequestKind};
 
-use super::backend::NsQueue;
+use super::backend::{NsQueue, Waker};
 use super::pool::Pool;
 use super::queue::{DataSrc, Queue, Req, Slot, Step, Wr};
 use super::{ControlMsg, CtrlEntry, Shared};
@@ -68,6 +68,8 @@ pub(crate) struct Poller<F: Fabric> {
     pub rx: Receiver<PollerMsg<F>>,
     pub pool: Pool<F>,
     pub nsq: Vec<NsQueue>,
+    /// Storage workers wake the poller through this.
+    pub waker: Waker,
     pub mode: PollMode,
     queues: HashMap<u32, Queue<F>>,
     inflight: HashMap<u64, (u32, Box<Req>)>,
@@ -85,6 +87,7 @@ impl<F: Fabric> Poller<F> {
         rx: Receiver<PollerMsg<F>>,
         pool: Pool<F>,
         nsq: Vec<NsQueue>,
+        waker: Waker,
         mode: PollMode,
     ) -> Self {
         Poller {
@@ -94,6 +97,7 @@ impl<F: Fabric> Poller<F> {
             rx,
             pool,
             nsq,
+            waker,
             mode,
             queues: HashMap::new(),
             inflight: HashMap::new(),
@@ -154,10 +158,6 @@ impl<F: Fabric> Poller<F> {
     }
 
     fn idle(&mut self, last_work: Instant) {
-        if !self.inflight.is_empty() || !self.buf_wait.is_empty() {
-            std::thread::sleep(Duration::from_micros(20));
-            return;
-        }
         match self.mode {
             PollMode::Busy => std::hint::spin_loop(),
             PollMode::Adaptive | PollMode::Event => {
@@ -184,8 +184,11 @@ impl<F: Fabric> Poller<F> {
                         return;
                     }
                 }
-                let _ = wait_readable(&self.cq, Duration::from_millis(10));
+                // Storage completions come through the waker; new queues and stop requests
+                // are noticed within the timeout.
+                let _ = wait_any(&[&self.cq, &self.waker], Duration::from_millis(10));
                 let _ = self.cq.ack_events();
+                self.waker.drain();
             }
         }
     }
