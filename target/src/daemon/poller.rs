@@ -79,25 +79,26 @@ pub(crate) struct Poller<F: Fabric> {
     draining: bool,
 }
 
+/// What a poller is built from: its completion queue and control channel, its payload pool,
+/// its queues to every namespace's storage and the waker those signal.
+pub(crate) struct PollerIo<F: Fabric> {
+    pub cq: F::Cq,
+    pub rx: Receiver<PollerMsg<F>>,
+    pub pool: Pool<F>,
+    pub nsq: Vec<NsQueue>,
+    pub waker: Waker,
+}
+
 impl<F: Fabric> Poller<F> {
-    pub(crate) fn new(
-        id: usize,
-        shared: Arc<Shared>,
-        cq: F::Cq,
-        rx: Receiver<PollerMsg<F>>,
-        pool: Pool<F>,
-        nsq: Vec<NsQueue>,
-        waker: Waker,
-        mode: PollMode,
-    ) -> Self {
+    pub(crate) fn new(id: usize, shared: Arc<Shared>, io: PollerIo<F>, mode: PollMode) -> Self {
         Poller {
             id,
             shared,
-            cq,
-            rx,
-            pool,
-            nsq,
-            waker,
+            cq: io.cq,
+            rx: io.rx,
+            pool: io.pool,
+            nsq: io.nsq,
+            waker: io.waker,
             mode,
             queues: HashMap::new(),
             inflight: HashMap::new(),
