@@ -338,8 +338,14 @@ impl Target {
                 tx,
                 cq: raidline_fabric::CompletionQueue::handle(&cq),
             });
-            let p =
-                poller::Poller::new(id, shared.clone(), cq, rx, pool, nsq, waker, spec.poll_mode);
+            let io = poller::PollerIo {
+                cq,
+                rx,
+                pool,
+                nsq,
+                waker,
+            };
+            let p = poller::Poller::new(id, shared.clone(), io, spec.poll_mode);
             pollers.push(
                 std::thread::Builder::new()
                     .name(format!("poller-{id}"))
