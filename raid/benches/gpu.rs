@@ -188,7 +188,7 @@ fn run(gpu: &GpuParity, quick: bool) -> Result<(), Failure> {
     println!();
     println!("access variants (mapped XOR, GB/s of data; / H2D at {max_stripes} stripes)");
     println!(
-        "{:>10} {:>12} {:>12} {:>8}",
+        "{:>10} {:>14} {:>14} {:>8}",
         "access",
         format!("{} stripes", sweep[0]),
         format!("{} stripes", sweep[1]),
@@ -200,7 +200,7 @@ fn run(gpu: &GpuParity, quick: bool) -> Result<(), Failure> {
         let mid = xor_mapped(gpu, &mut buf, sweep[0], rep_min)?;
         let big = xor_mapped(gpu, &mut buf, sweep[1], rep_min)?;
         println!(
-            "{:>10} {:>12.2} {:>12.2} {:>8.3}",
+            "{:>10} {:>14.2} {:>14.2} {:>8.3}",
             access.name(),
             mid.gbps(),
             big.gbps(),

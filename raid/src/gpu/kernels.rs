@@ -292,8 +292,9 @@ __device__ __forceinline__ void byte_span(const Job &job, bool vec, u64 k, u64 &
 }
 
 // dst = XOR(srcs) or, with F_ACC, dst ^= XOR(srcs).
-// Launch bounds: at most 64 registers (4 blocks per SM) for XOR, 80 for P+Q (3 blocks),
-// enough for the compiler to issue all of a group's loads before the first use.
+// Launch bounds: 4 resident blocks per SM for XOR (64 registers), 3 for P+Q. With the
+// default bounds ptxas split a group's loads around the first XORs (two PCIe round trips
+// instead of one); with these it issues all of them before the first use (SASS, sm_90).
 extern "C" __global__ void __launch_bounds__(BLOCK, 4)
 raidline_xor(const Job *__restrict__ jobs, const u64 *__restrict__ srcs, u32 n_jobs,
              u32 tiles_per_job) {
