@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
 # The main job: serve a RAID-5 namespace to a Linux host over RDMA.
 #
-# The `raidline` target daemon does not exist yet (issue 9). Until it does, this command says
-# so and exits non-zero instead of pretending. What runs today: the soft-RoCE lab with the
-# kernel's own NVMe-oF target on md RAID-5 (the reference every raidline figure will stand
-# beside): deploy/lab/ci-stage.sh.
+#   deploy/run.sh                 on any machine (no RDMA needed): installs what it needs, builds
+#                                 raidline, boots the soft-RoCE lab guest with 4 emulated NVMe
+#                                 drives, starts raidline on a RAID-5 of them, connects the
+#                                 kernel's nvme-rdma host, runs a short fio and prints each step
+#   deploy/run.sh --node CONFIG   on a storage node with RDMA: run the daemon in the foreground
+#                                 with CONFIG (systemd runs it the same way: deploy/raidline.service)
+# Environment: DEMO_FIO_SECS (fio seconds in the lab, default 10).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ -x build/release/raidline ] || grep -q '\[\[bin\]\]' target/Cargo.toml 2>/dev/null; then
-  echo "run.sh: a raidline binary exists but this script has not been taught to start it yet" >&2
-  exit 2
-fi
-cat >&2 <<'MSG'
-raidline: the target daemon is not implemented yet (issue 9), so there is no RAID-5 namespace
-to serve. To see the lab and the kernel's reference target (md RAID-5 over emulated NVMe,
-served by nvmet-rdma on soft-RoCE, used by the Linux nvme-rdma host and fio), run:
-    deploy/setup.sh --lab && deploy/lab/ci-stage.sh
-MSG
-exit 2
+case "${1:-}" in
+  --node)
+    [ $# -eq 2 ] || { echo "usage: deploy/run.sh [--node CONFIG]" >&2; exit 2; }
+    deploy/setup.sh
+    cargo build --release --locked -p raidline-target --bin raidline
+    exec build/release/raidline run --config "$2"
+    ;;
+  "") ;;
+  *) echo "usage: deploy/run.sh [--node CONFIG]" >&2; exit 2 ;;
+esac
+deploy/setup.sh --lab
+cargo build --release --locked -p raidline-target --bin raidline
+exec deploy/lab/run --drives 4 --drive-size 1G --timeout 900 --name demo \
+  --env "DEMO_FIO_SECS=${DEMO_FIO_SECS:-10}" -- deploy/lab/demo.sh

@@ -20,9 +20,13 @@ stage "clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The RAID benchmark's ISA-L comparison is behind a feature: keep it compiling too.
 cargo clippy -p raidline-raid --all-targets --features isal --locked -- -D warnings
+# The GPU parity engine (run-time loaded CUDA: builds and runs without one).
+cargo clippy -p raidline-raid --all-targets --features gpu --locked -- -D warnings
 
 stage "workspace tests"
 cargo test --workspace --locked
+# The GPU engine's tests run where a GPU is present and report themselves skipped elsewhere.
+cargo test -p raidline-raid --features gpu --locked --lib -- gpu::
 
 stage "fuzz smoke"
 "$root/proto/fuzz/smoke.sh" "${RAIDLINE_FUZZ_SECS:-10}"

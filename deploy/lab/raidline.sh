@@ -75,14 +75,16 @@ CONF
       printf '\n[cc]\nalgorithm = "fixed"\n[cc.params]\nrate_mbps = %s\n' "$cc_rate" >> "$conf"
     fi
     "$bin" check-config "$conf" >&2 || die "check-config refused $conf"
+    # The log is appended across restarts: only what this start writes counts.
+    from=$(($(stat -c %s "$log" 2>/dev/null || echo 0) + 1))
     setsid "$bin" run --config "$conf" >> "$log" 2>&1 < /dev/null &
     echo $! > "$pidfile"
     for _ in $(seq 1200); do
-      if grep -q "ready: serving on" "$log"; then
+      if tail -c +"$from" "$log" | grep -q "ready: serving on"; then
         lab_log "raidline (pid $(cat "$pidfile")) serving $nqn on $addr:4420 via $LAB_RXE"
         exit 0
       fi
-      kill -0 "$(cat "$pidfile")" 2>/dev/null || { tail -n 30 "$log" >&2; die "raidline exited during start"; }
+      kill -0 "$(cat "$pidfile")" 2>/dev/null || { tail -c +"$from" "$log" | tail -n 30 >&2; die "raidline exited during start"; }
       sleep 0.1
     done
     tail -n 30 "$log" >&2

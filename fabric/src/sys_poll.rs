@@ -29,6 +29,31 @@ pub fn wait_readable(fd: &impl AsRawFd, timeout: Duration) -> std::io::Result<bo
     Ok(r > 0)
 }
 
+/// Waits until any of `fds` is readable or `timeout` passes; `Ok(true)` when one is.
+pub fn wait_any(fds: &[&dyn AsRawFd], timeout: Duration) -> std::io::Result<bool> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|f| libc::pollfd {
+            fd: f.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: `pfds` is a live, initialised array of exactly `pfds.len()` pollfds for the whole
+    // call; the descriptors' owners are borrowed for the call (a stale number would only be
+    // reported as POLLNVAL).
+    let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+    if r < 0 {
+        let e = std::io::Error::last_os_error();
+        if e.kind() == std::io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(e);
+    }
+    Ok(r > 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -41,5 +66,13 @@ mod tests {
         assert!(!wait_readable(&b, Duration::from_millis(10)).unwrap());
         a.write_all(b"x").unwrap();
         assert!(wait_readable(&b, Duration::from_millis(1000)).unwrap());
+        let (c, d) = UnixStream::pair().unwrap();
+        assert!(
+            wait_any(&[&d, &b], Duration::from_millis(10)).unwrap(),
+            "b is readable"
+        );
+        drop(c);
+        let (_e, f) = UnixStream::pair().unwrap();
+        assert!(!wait_any(&[&f], Duration::from_millis(10)).unwrap());
     }
 }

@@ -1,7 +1,14 @@
 //! GPU parity: correctness, then throughput of the zero-copy (mapped host memory) engine
 //! against the staged way (copy in, compute, copy out) and the CPU engine, across batch
-//! sizes; the host→device copy bandwidth of the same run; CPU time per GB; the crossover
-//! batch size for `AutoParity`; RAID-6 P+Q throughput.
+//! sizes (up to 8192 stripes, 2 GiB of data); the host→device copy bandwidth of the same
+//! run; CPU time per GB; the crossover batch size for `AutoParity`; RAID-6 P+Q throughput;
+//! the kernels' memory-access variants compared at a middle and the largest batch.
+//!
+//! Timing: one warm-up call, then the best of 3 timed repetitions, each of as many calls as
+//! fill at least 30 ms (10 ms with `--quick`; a 2 GiB batch is one call). The host→device
+//! copy is timed the same way (the best of 5 single copies of 1 GiB, each from enqueue to
+//! completion), so the ratio compares like with like. Job lists are built outside the timed
+//! part.
 //!
 //!     cargo bench -p raidline-raid --features gpu --bench gpu [-- --quick] [-- --require-gpu]
 //!
@@ -16,6 +23,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use raidline_raid::gpu::kernels::{self, Access};
 use raidline_raid::gpu::{pq_gen_cpu, GpuParity, PqJob};
 use raidline_raid::sys::gpu::{nvrtc_version, process_cpu_time};
 use raidline_raid::{BufferArena, CpuXor, IoBuf, ParityEngine, XorJob};
@@ -30,6 +38,8 @@ const SLOTS: usize = K + 2;
 const GOAL_MAPPED_VS_H2D: f64 = 0.9;
 /// Goal: CPU time per GB with the GPU ≤ this × the CPU engine's.
 const GOAL_CPU_TIME: f64 = 0.10;
+/// Timed repetitions per measurement (the best one counts).
+const REPS: usize = 3;
 
 type Failure = (ExitCode, String);
 
@@ -77,13 +87,21 @@ fn run(gpu: &GpuParity, quick: bool) -> Result<(), Failure> {
         nvrtc.1,
         gpu.kernel_image()
     );
+    println!(
+        "kernels: access {}, {} threads × {} × 16 B per source per tile ({} KiB tiles), loads of {} sources in flight together",
+        gpu.access().name(),
+        kernels::BLOCK_THREADS,
+        kernels::UNROLL,
+        kernels::TILE_BYTES >> 10,
+        kernels::GROUP
+    );
     let cpu = CpuXor::detect();
     println!("cpu engine: {} (one thread)", cpu.name());
 
     let batches: &[usize] = if quick {
         &[1, 8, 64, 512]
     } else {
-        &[1, 8, 64, 512, 4096]
+        &[1, 8, 64, 512, 4096, 8192]
     };
     let max_stripes = *batches.last().unwrap_or(&1);
     let t = Instant::now();
@@ -98,15 +116,16 @@ fn run(gpu: &GpuParity, quick: bool) -> Result<(), Failure> {
 
     correctness(gpu, &cpu)?;
 
-    let h2d_bytes = if quick { 64 << 20 } else { 512 << 20 };
-    let h2d = gpu.h2d_bandwidth(h2d_bytes, 8).map_err(device_err)?;
+    let h2d_bytes = if quick { 64 << 20 } else { 1 << 30 };
+    let h2d_reps = 5;
+    let h2d = gpu.h2d_bandwidth(h2d_bytes, h2d_reps).map_err(device_err)?;
     println!(
-        "host->device copy (pinned, {} MiB × 8): {:.2} GB/s",
+        "host->device copy (pinned, {} MiB, best of {h2d_reps}): {:.2} GB/s",
         h2d_bytes >> 20,
         h2d / 1e9
     );
 
-    let budget = Duration::from_millis(if quick { 100 } else { 400 });
+    let rep_min = Duration::from_millis(if quick { 10 } else { 30 });
     println!();
     println!(
         "XOR parity, {K}+1 × {} KiB stripes, GB/s of data",
@@ -118,12 +137,16 @@ fn run(gpu: &GpuParity, quick: bool) -> Result<(), Failure> {
     );
     let mut rows = Vec::new();
     for &stripes in batches {
-        let mapped = time(budget, stripes, || xor_mapped(gpu, &mut buf, stripes))?;
+        let mapped = xor_mapped(gpu, &mut buf, stripes, rep_min)?;
         let mut rig = gpu.staged_rig(stripes, K, CHUNK).map_err(device_err)?;
         fill(rig.sources_mut(), stripes as u64);
-        let staged = time(budget, stripes, || rig.run().map_err(device_err))?;
+        let staged = time(rep_min, stripes, || rig.run().map_err(device_err))?;
         drop(rig);
-        let on_cpu = time(budget, stripes, || xor_cpu(&cpu, &mut buf, stripes))?;
+        let mut jobs = xor_jobs(&mut buf, stripes);
+        let on_cpu = time(rep_min, stripes, || {
+            cpu.xor_batch(&mut jobs).map_err(device_err)
+        })?;
+        drop(jobs);
         println!(
             "{:>8} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>14.3} {:>14.3}",
             stripes,
@@ -138,17 +161,65 @@ fn run(gpu: &GpuParity, quick: bool) -> Result<(), Failure> {
     }
 
     let pq_stripes = max_stripes;
-    let pq = time(budget, pq_stripes, || pq_mapped(gpu, &mut buf, pq_stripes))?;
-    let pq_cpu_stripes = pq_stripes.min(64);
-    let pq_cpu = time(budget, pq_cpu_stripes, || {
-        pq_cpu_run(&mut buf, pq_cpu_stripes)
+    let mut jobs = pq_jobs(&mut buf, pq_stripes);
+    let pq = time(rep_min, pq_stripes, || {
+        gpu.pq_gen_batch(&mut jobs).map_err(device_err)
     })?;
+    drop(jobs);
+    let pq_cpu_stripes = pq_stripes.min(64);
+    let mut jobs = pq_jobs(&mut buf, pq_cpu_stripes);
+    let pq_cpu = time(rep_min, pq_cpu_stripes, || {
+        jobs.iter_mut()
+            .try_for_each(|j| pq_gen_cpu(&j.srcs, j.p, j.q))
+            .map_err(device_err)
+    })?;
+    drop(jobs);
     println!();
     println!(
         "RAID-6 P+Q ({K}+2 × {} KiB): mapped GPU {:.2} GB/s over {pq_stripes} stripes; CPU reference {:.2} GB/s",
         CHUNK >> 10,
         pq.gbps(),
         pq_cpu.gbps()
+    );
+
+    // The kernels' memory-access variants, each recompiled and timed at a middle and the
+    // largest batch (the default measured again, in the same conditions).
+    let sweep = [64.min(max_stripes), max_stripes];
+    println!();
+    println!("access variants (mapped XOR, GB/s of data; / H2D at {max_stripes} stripes)");
+    println!(
+        "{:>10} {:>14} {:>14} {:>8}",
+        "access",
+        format!("{} stripes", sweep[0]),
+        format!("{} stripes", sweep[1]),
+        "/ H2D"
+    );
+    let mut variants = Vec::new();
+    for access in Access::ALL {
+        gpu.set_access(access).map_err(device_err)?;
+        let mid = xor_mapped(gpu, &mut buf, sweep[0], rep_min)?;
+        let big = xor_mapped(gpu, &mut buf, sweep[1], rep_min)?;
+        println!(
+            "{:>10} {:>14.2} {:>14.2} {:>8.3}",
+            access.name(),
+            mid.gbps(),
+            big.gbps(),
+            big.gbps() * 1e9 / h2d
+        );
+        variants.push((access, mid, big));
+    }
+    gpu.set_access(Access::DEFAULT).map_err(device_err)?;
+    let best = variants
+        .iter()
+        .copied()
+        .max_by(|a, b| a.2.gbps().total_cmp(&b.2.gbps()))
+        .ok_or_else(|| device_err("no variants"))?;
+    println!(
+        "best access variant at {max_stripes} stripes: {} ({:.2} GB/s, {:.3} x H2D); the engine uses {}",
+        best.0.name(),
+        best.2.gbps(),
+        best.2.gbps() * 1e9 / h2d,
+        Access::DEFAULT.name()
     );
 
     let (_, big_mapped, big_staged, big_cpu) =
@@ -224,6 +295,13 @@ fn run(gpu: &GpuParity, quick: bool) -> Result<(), Failure> {
         }
         None => println!("crossover_batch_stripes=none"),
     }
+    for (access, mid, big) in &variants {
+        let name = access.name().replace('-', "_");
+        println!("access_{name}_gbps_{}={:.3}", sweep[0], mid.gbps());
+        println!("access_{name}_gbps_{}={:.3}", sweep[1], big.gbps());
+    }
+    println!("best_access={}", best.0.name());
+    println!("best_access_over_h2d={:.4}", best.2.gbps() * 1e9 / h2d);
     println!("pq_mapped_gbps={:.3}", pq.gbps());
     println!("pq_cpu_reference_gbps={:.3}", pq_cpu.gbps());
     println!("cpu_fallback_calls={}", stats.cpu_fallback_calls);
@@ -233,46 +311,51 @@ fn run(gpu: &GpuParity, quick: bool) -> Result<(), Failure> {
     Ok(())
 }
 
-/// One measurement: data bytes, wall time, process CPU time.
+/// One measurement: the best repetition's rate, and CPU time per GB over all repetitions.
 #[derive(Debug, Clone, Copy)]
 struct Rate {
-    bytes: f64,
-    wall: f64,
-    cpu: f64,
+    gbps: f64,
+    cpu_ms_per_gb: f64,
 }
 
 impl Rate {
     fn gbps(&self) -> f64 {
-        self.bytes / self.wall.max(1e-12) / 1e9
+        self.gbps
     }
     fn cpu_ms_per_gb(&self) -> f64 {
-        self.cpu * 1e3 / (self.bytes / 1e9).max(1e-12)
+        self.cpu_ms_per_gb
     }
 }
 
-/// Runs `f` once to warm up, then repeatedly for at least `budget` (and 3 times).
+/// Runs `f` (one call over `stripes` stripes) once to warm up, then [`REPS`] timed
+/// repetitions of as many calls as fill `rep_min` (at least one); the fastest counts.
 fn time(
-    budget: Duration,
+    rep_min: Duration,
     stripes: usize,
     mut f: impl FnMut() -> Result<(), Failure>,
 ) -> Result<Rate, Failure> {
     f()?;
+    let per_call = (stripes * K * CHUNK) as f64;
     let cpu0 = process_cpu_time().unwrap_or_default();
-    let t = Instant::now();
-    let mut n = 0usize;
-    while n < 3 || t.elapsed() < budget {
-        f()?;
-        n += 1;
+    let (mut best, mut bytes) = (0f64, 0f64);
+    for _ in 0..REPS {
+        let t = Instant::now();
+        let mut n = 0usize;
+        while n == 0 || t.elapsed() < rep_min {
+            f()?;
+            n += 1;
+        }
+        let wall = t.elapsed().as_secs_f64().max(1e-12);
+        best = best.max(n as f64 * per_call / wall);
+        bytes += n as f64 * per_call;
     }
-    let wall = t.elapsed().as_secs_f64();
     let cpu = process_cpu_time()
         .unwrap_or_default()
         .saturating_sub(cpu0)
         .as_secs_f64();
     Ok(Rate {
-        bytes: (n * stripes * K * CHUNK) as f64,
-        wall,
-        cpu,
+        gbps: best / 1e9,
+        cpu_ms_per_gb: cpu * 1e3 / (bytes / 1e9).max(1e-12),
     })
 }
 
@@ -321,26 +404,17 @@ fn pq_jobs(buf: &mut [u8], stripes: usize) -> Vec<PqJob<'_>> {
         .collect()
 }
 
-fn xor_mapped(gpu: &GpuParity, buf: &mut [u8], stripes: usize) -> Result<(), Failure> {
-    gpu.xor_batch(&mut xor_jobs(buf, stripes))
-        .map_err(device_err)
-}
-
-fn xor_cpu(cpu: &CpuXor, buf: &mut [u8], stripes: usize) -> Result<(), Failure> {
-    cpu.xor_batch(&mut xor_jobs(buf, stripes))
-        .map_err(device_err)
-}
-
-fn pq_mapped(gpu: &GpuParity, buf: &mut [u8], stripes: usize) -> Result<(), Failure> {
-    gpu.pq_gen_batch(&mut pq_jobs(buf, stripes))
-        .map_err(device_err)
-}
-
-fn pq_cpu_run(buf: &mut [u8], stripes: usize) -> Result<(), Failure> {
-    pq_jobs(buf, stripes)
-        .iter_mut()
-        .try_for_each(|j| pq_gen_cpu(&j.srcs, j.p, j.q))
-        .map_err(device_err)
+/// Mapped XOR over the first `stripes` stripes of `buf` (registered), timed.
+fn xor_mapped(
+    gpu: &GpuParity,
+    buf: &mut [u8],
+    stripes: usize,
+    rep_min: Duration,
+) -> Result<Rate, Failure> {
+    let mut jobs = xor_jobs(buf, stripes);
+    time(rep_min, stripes, || {
+        gpu.xor_batch(&mut jobs).map_err(device_err)
+    })
 }
 
 /// Random stripes (aligned and not, 2..=16 sources, many sizes) on the GPU against the CPU

@@ -48,6 +48,12 @@ if [ "$total" -gt $((60 * 1024 * 1024)) ]; then
   echo "too large for the device tool (limit 60 MiB)" >&2
   exit 1
 fi
-# The binaries must run without CUDA (they report 'no GPU' here).
-"$out/raid-gpu-bench" | head -n 1
+# The binaries must run without CUDA (they report 'no GPU' here and exit 0). The whole
+# output is read before its first line is shown: a pipe closed early would fail the bench.
+probe=$("$out/raid-gpu-bench" 2>&1) || {
+  printf '%s\n' "$probe"
+  echo "the bench failed on this machine (expected: 'no GPU: ...' and exit 0)" >&2
+  exit 1
+}
+printf '%s\n' "$probe" | sed -n 1p
 echo "ready: carry [\".gpu\"] and run raid/gpu/device-check.sh on the GPU machine"

@@ -82,17 +82,33 @@ impl RaidQueue {
         F: Fn() -> std::io::Result<E> + Send + Sync + 'static,
         E: Executor + 'static,
     {
+        Self::with_notify(array, workers, make_executor, Arc::new(|| {}))
+    }
+
+    /// [`RaidQueue::new`], and `notify` is called after every completion is queued, so a poller
+    /// that sleeps on a file descriptor can be woken (e.g. by a byte written to a socket).
+    pub fn with_notify<F, E>(
+        array: Arc<Array>,
+        workers: usize,
+        make_executor: F,
+        notify: Arc<dyn Fn() + Send + Sync>,
+    ) -> std::io::Result<Self>
+    where
+        F: Fn() -> std::io::Result<E> + Send + Sync + 'static,
+        E: Executor + 'static,
+    {
         let (jobs_tx, jobs_rx) = channel::<Request>();
         let (done_tx, done_rx) = channel::<Completion>();
         let jobs_rx = Arc::new(Mutex::new(jobs_rx));
         let make = Arc::new(make_executor);
         let mut handles = Vec::with_capacity(workers.max(1));
         for i in 0..workers.max(1) {
-            let (array, jobs_rx, done_tx, make) = (
+            let (array, jobs_rx, done_tx, make, notify) = (
                 array.clone(),
                 jobs_rx.clone(),
                 done_tx.clone(),
                 make.clone(),
+                notify.clone(),
             );
             let (ready_tx, ready_rx) = channel::<std::io::Result<()>>();
             let h = std::thread::Builder::new()
@@ -115,6 +131,7 @@ impl RaidQueue {
                         if done_tx.send(done).is_err() {
                             return;
                         }
+                        notify();
                     }
                 })?;
             ready_rx

@@ -140,3 +140,44 @@ fn no_io_queue_on_another_hosts_controller() {
     drop(ctrls);
     c1.shutdown().unwrap();
 }
+
+#[test]
+fn controller_limit_is_busy_until_a_controller_leaves() {
+    use raidline_target::subsystem::Limits;
+    let rig = rig(&RigOptions {
+        limits: Limits {
+            max_controllers: 2,
+            ..Limits::default()
+        },
+        ..RigOptions::default()
+    });
+    let c1 = connect(&rig, 1);
+    let c2 = connect(&rig, 2);
+    let (status, _) = refused(connect_with(&rig, 3, options(3)));
+    assert_eq!(
+        status.code,
+        StatusCode::CONNECT_CONTROLLER_BUSY,
+        "third controller"
+    );
+    assert_eq!(controllers(&rig), 2);
+    // A discovery controller counts too while it lives.
+    let d = raidline_initiator::Controller::connect(
+        rig.net.device("disc3"),
+        rig.target.local_addrs()[0],
+        raidline_initiator::ControllerOptions::discovery(host(3)),
+    );
+    assert!(
+        d.is_err(),
+        "a discovery controller over the limit was admitted"
+    );
+    c1.shutdown().unwrap();
+    // The freed slot is usable at once (within the time the target takes to reap it).
+    assert!(
+        eventually(std::time::Duration::from_secs(3), || controllers(&rig) == 1),
+        "shut-down controller still counted"
+    );
+    let c3 = connect(&rig, 3);
+    assert_ne!(c3.cntlid(), c2.cntlid());
+    c3.shutdown().unwrap();
+    c2.shutdown().unwrap();
+}

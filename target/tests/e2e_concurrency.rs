@@ -1,7 +1,8 @@
 //! End-to-end concurrency: four I/O queues with 32 writes in flight on each at once, eight
-//! hosts with two queues each on two pollers, and racing overlapping writes from two queues
-//! that must leave every block whole and the parity consistent (check-only scrub, then reads
-//! with a member failed).
+//! hosts with two queues each on two pollers, racing overlapping writes from two queues that
+//! must leave every block whole and the parity consistent (check-only scrub, then reads with a
+//! member failed), and four times more large transfers in flight than the target has large
+//! pool buffers.
 
 mod common;
 
@@ -245,5 +246,72 @@ fn racing_overlapping_writes_keep_blocks_whole_and_parity_consistent() {
     let mut again = vec![0u8; snap.len()];
     c.read(0, &ns, Lba(BASE), &mut again).unwrap();
     assert!(again == snap, "degraded reads differ from the healthy ones");
+    c.shutdown().unwrap();
+}
+
+#[test]
+fn more_large_transfers_in_flight_than_pool_buffers() {
+    // Transfers over 128 KiB take one of the poller's 8 large pool buffers; the host keeps
+    // 32 transfers of 256 KiB in flight (2 queues × 16): most must wait for a buffer, none
+    // may be lost, reordered into the wrong place, or copied.
+    let rig = default_rig();
+    let mut o = options(1);
+    o.io_queues = 2;
+    o.io_depth = 16;
+    let mut c = connect_with(&rig, 1, o).unwrap();
+    let ns = c.namespace(Nsid(1)).unwrap();
+    const N: u64 = 64; // blocks per transfer: 256 KiB
+    const DEPTH: u64 = 16;
+    let slot_data = |s: u64| pattern(0xB16 + s, N as usize * BS);
+    let mut qs = c.take_io_queues();
+    // 2 queues × 16 × 256 KiB = 8 MiB each way.
+    for op in [IoOp::Write, IoOp::Read] {
+        std::thread::scope(|sc| {
+            let handles: Vec<_> = qs
+                .iter_mut()
+                .enumerate()
+                .map(|(qi, q)| {
+                    let ns = &ns;
+                    sc.spawn(move || {
+                        let mut tags: Vec<(Tag, u64)> = Vec::new();
+                        for k in 0..DEPTH {
+                            let s = qi as u64 * DEPTH + k;
+                            let tag = q.alloc().expect("slot");
+                            if op == IoOp::Write {
+                                q.write_data(tag, 0, &slot_data(s)).unwrap();
+                            }
+                            hio::submit_rw(q, tag, op, ns, Lba(s * N), N as u32).unwrap();
+                            tags.push((tag, s));
+                        }
+                        assert_eq!(q.in_flight(), DEPTH as usize);
+                        // Wait for all, then look at the data: this thread owns the queue,
+                        // so a finished slot is not reused before it is read.
+                        let mut got = Vec::new();
+                        for (t, s) in tags {
+                            q.wait(t)
+                                .unwrap_or_else(|e| panic!("{op:?} of slot {s}: {e}"));
+                            if op == IoOp::Read {
+                                let mut b = vec![0u8; N as usize * BS];
+                                q.read_data(t, 0, &mut b).unwrap();
+                                got.push((s, b));
+                            }
+                        }
+                        for (s, b) in got {
+                            assert!(b == slot_data(s), "slot {s} read back wrong");
+                        }
+                    })
+                })
+                .collect();
+            while handles.iter().any(|h| !h.is_finished()) {
+                c.service().unwrap();
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            for h in handles {
+                h.join().unwrap();
+            }
+        });
+    }
+    c.io = qs;
+    assert_eq!(copied(&rig.target), 0);
     c.shutdown().unwrap();
 }

@@ -304,3 +304,87 @@ fn operator_fails_a_member_through_the_management_api() {
     assert_eq!(copied(&rig.target), 0);
     c.shutdown().unwrap();
 }
+
+#[test]
+fn two_members_lost_fails_io_with_exact_statuses_and_no_wrong_data() {
+    use raidline_initiator::Error;
+    use raidline_proto::{Status, StatusCode};
+    let rig = rig(&RigOptions {
+        faulty: true,
+        ..RigOptions::default()
+    });
+    let mut c = connect(&rig, 1);
+    let ns = c.namespace(Nsid(1)).unwrap();
+    let data = pattern(0x2F, 96 * BS);
+    c.write(0, &ns, Lba(0), &data).unwrap();
+    rig.faults[0].inject(Fault::Vanished);
+    rig.faults[3].inject(Fault::Vanished);
+    let status = |r: Result<(), Error>| match r {
+        Err(Error::Nvme { status, .. }) => status,
+        other => panic!("expected an NVMe status, got {other:?}"),
+    };
+    // Two stripes' worth of reads: at least one touches a lost chunk; none returns data.
+    let mut back = vec![0u8; data.len()];
+    assert_eq!(
+        status(c.read(0, &ns, Lba(0), &mut back)),
+        Status::new(StatusCode::UNRECOVERED_READ_ERROR).dnr()
+    );
+    assert_eq!(
+        status(c.write(0, &ns, Lba(0), &data)),
+        Status::new(StatusCode::WRITE_FAULT).dnr()
+    );
+    assert!(rig.array.is_failed() || rig.array.degraded_roles().len() >= 2);
+    // Any single block either reads back right or fails: never wrong bytes.
+    let mut one = vec![0u8; BS];
+    for lba in 0..96usize {
+        match c.read(0, &ns, Lba(lba as u64), &mut one) {
+            Ok(()) => assert!(
+                one == data[lba * BS..(lba + 1) * BS],
+                "block {lba}: wrong data"
+            ),
+            Err(e) => assert_eq!(
+                e.status(),
+                Some(Status::new(StatusCode::UNRECOVERED_READ_ERROR).dnr()),
+                "block {lba}"
+            ),
+        }
+    }
+    // The target itself is fine: admin commands, other hosts, the status report.
+    c.identify_controller().unwrap();
+    let mut c2 = connect(&rig, 2);
+    c2.namespace(Nsid(1)).unwrap();
+    let st = raidline_target::mgmt::Management::status(&raidline_target::service::Api::new(
+        rig.target.shared().clone(),
+    ));
+    assert_eq!(st.arrays[0].state, "failed");
+    c2.shutdown().unwrap();
+    c.shutdown().unwrap();
+}
+
+#[test]
+fn read_errors_on_one_member_are_invisible_to_the_host() {
+    use raidline_raid::OpKind;
+    let rig = rig(&RigOptions {
+        faulty: true,
+        ..RigOptions::default()
+    });
+    let mut c = connect(&rig, 1);
+    let ns = c.namespace(Nsid(1)).unwrap();
+    let shadow = pattern(0xEE, 384 * BS); // 8 stripes
+    c.write(0, &ns, Lba(0), &shadow).unwrap();
+    // Member 1 now fails every read (writes still land): latent sector errors everywhere.
+    rig.faults[1].inject(Fault::ErrorRange {
+        kind: OpKind::Read,
+        start: 0,
+        end: u64::MAX,
+    });
+    verify_all(&mut c, &shadow, "with member 1 failing reads");
+    assert!(rig.faults[1].injected() > 0, "no read reached member 1");
+    // Writes that need member 1's old data (read-modify-write) work too.
+    let mut shadow = shadow;
+    let data = pattern(0xEF, 5 * BS);
+    c.write(0, &ns, Lba(17), &data).unwrap();
+    shadow[17 * BS..22 * BS].copy_from_slice(&data);
+    verify_all(&mut c, &shadow, "after a partial-stripe write");
+    c.shutdown().unwrap();
+}

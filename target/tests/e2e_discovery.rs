@@ -118,3 +118,65 @@ fn discovery_log_follows_the_allow_list() {
     c1.shutdown().unwrap();
     c2.shutdown().unwrap();
 }
+
+#[test]
+fn two_ports_each_listed_and_each_serving() {
+    use raidline_fabric::mem::MemNetwork;
+    use raidline_target::daemon::Target;
+    use raidline_target::subsystem::Limits;
+    let disks = mem_disks(4, (8 << 20) + (1 << 20));
+    let (members, _) = members_of(&disks, false);
+    let array = create_array(members);
+    let mut spec = spec_for(
+        "10.0.0.1:4420".parse().unwrap(),
+        array,
+        HostAccess::Any,
+        Limits::default(),
+    );
+    spec.listen.push("10.0.1.1:4421".parse().unwrap());
+    let net = MemNetwork::new();
+    let target = Target::start(net.device("target0"), spec).unwrap();
+    assert_eq!(target.local_addrs().len(), 2);
+    let mut d = Controller::connect(
+        net.device("disc"),
+        target.local_addrs()[1],
+        ControllerOptions::discovery(host(1)),
+    )
+    .unwrap();
+    let log = read_discovery_log(&mut d).unwrap();
+    let mut nvme: Vec<(u16, String, String)> = log
+        .entries
+        .iter()
+        .filter(|e| e.subtype == DiscoverySubtype::NVME)
+        .map(|e| {
+            assert_eq!(e.subnqn.as_str(), SUBNQN);
+            (
+                e.portid,
+                e.traddr.trim_end().to_string(),
+                e.trsvcid.trim_end().to_string(),
+            )
+        })
+        .collect();
+    nvme.sort();
+    assert_eq!(
+        nvme,
+        vec![
+            (1, "10.0.0.1".to_string(), "4420".to_string()),
+            (2, "10.0.1.1".to_string(), "4421".to_string())
+        ]
+    );
+    d.shutdown().unwrap();
+    // Both ports serve the namespace; a write through one is read through the other.
+    let mut a = Controller::connect(net.device("h1"), target.local_addrs()[0], options(1)).unwrap();
+    let mut b = Controller::connect(net.device("h2"), target.local_addrs()[1], options(2)).unwrap();
+    let ns = a.namespace(raidline_initiator::Nsid(1)).unwrap();
+    let data = pattern(3, 8 * 4096);
+    a.write(0, &ns, raidline_initiator::Lba(9), &data).unwrap();
+    let mut back = vec![0u8; data.len()];
+    b.read(0, &ns, raidline_initiator::Lba(9), &mut back)
+        .unwrap();
+    assert!(back == data);
+    a.shutdown().unwrap();
+    b.shutdown().unwrap();
+    assert!(target.shutdown().is_empty());
+}

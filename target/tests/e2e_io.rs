@@ -393,3 +393,105 @@ fn large_write_zeroes_and_256_range_deallocate() {
     assert_eq!(copied(&rig.target), 0);
     c.shutdown().unwrap();
 }
+
+#[test]
+fn dsm_range_list_in_a_whole_page_as_linux_sends_it() {
+    use raidline_proto::fabrics::ConnectData;
+    use raidline_proto::features::{FeatureId, NumberOfQueues};
+    use raidline_proto::io::DatasetManagement;
+    use raidline_proto::text::Nqn;
+    let rig = default_rig();
+    let mut o = options(1);
+    o.io_queues = 0;
+    o.kato = Duration::from_secs(30);
+    let mut c = connect_with(&rig, 1, o).unwrap();
+    c.set_features(
+        FeatureId::NUMBER_OF_QUEUES,
+        NumberOfQueues::from_counts(1, 1).unwrap().to_dword(),
+    )
+    .unwrap();
+    let cntlid = c.cntlid();
+    // The I/O queue by hand: Linux puts the range list in a 4 KiB page and says so in the SGL.
+    let mut q = RawQueue::connect(
+        &rig.net,
+        "raw-dsm",
+        rig.target.local_addrs()[0],
+        1,
+        8,
+        cntlid,
+    )
+    .unwrap();
+    let cqe = q
+        .fabrics_connect(
+            0,
+            &ConnectData {
+                hostid: host(1).hostid,
+                cntlid,
+                subnqn: Nqn::new(SUBNQN).unwrap(),
+                hostnqn: host(1).hostnqn,
+            },
+        )
+        .unwrap();
+    assert!(cqe.status.is_success(), "{:?}", cqe.status);
+    let rw = |write: bool, q: &RawQueue| {
+        let rw = ReadWrite {
+            cid: 0,
+            nsid: 1,
+            sgl: q.keyed(0, 16 * BS as u32),
+            slba: 640,
+            nlb: 16,
+            fua: false,
+            limited_retry: false,
+            prinfo: 0,
+            dtype: 0,
+            dsm: 0,
+            dspec: 0,
+            reftag: 0,
+            apptag: 0,
+        };
+        let cmd = if write {
+            IoCommand::Write(rw)
+        } else {
+            IoCommand::Read(rw)
+        };
+        cmd.to_sqe().unwrap()
+    };
+    let data = pattern(31, 16 * BS);
+    q.write_data(0, &data);
+    let sqe = rw(true, &q);
+    assert!(q.exec(sqe, &[]).unwrap().status.is_success());
+    let mut page = vec![0u8; 4096];
+    let list = DsmRange::list_to_bytes(&[DsmRange {
+        attributes: 0,
+        nlb: 4,
+        slba: 644,
+    }]);
+    page[..list.len()].copy_from_slice(&list);
+    q.write_data(0, &page);
+    let sqe = IoCommand::DatasetManagement(DatasetManagement {
+        cid: 0,
+        nsid: 1,
+        sgl: q.keyed(0, 4096),
+        ranges: 1,
+        idr: false,
+        idw: false,
+        deallocate: true,
+    })
+    .to_sqe()
+    .unwrap();
+    let cqe = q.exec(sqe, &[]).unwrap();
+    assert!(
+        cqe.status.is_success(),
+        "DSM with a 4 KiB list: {:?}",
+        cqe.status
+    );
+    let sqe = rw(false, &q);
+    assert!(q.exec(sqe, &[]).unwrap().status.is_success());
+    let back = q.read_data(0, 16 * BS);
+    let mut want = data.clone();
+    want[4 * BS..8 * BS].fill(0);
+    for (b, (got, w)) in back.chunks(BS).zip(want.chunks(BS)).enumerate() {
+        assert!(got == w, "block 640+{b}");
+    }
+    c.shutdown().unwrap();
+}

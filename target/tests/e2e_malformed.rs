@@ -778,3 +778,361 @@ fn connect_parameters_out_of_range() {
     let cqe = q.fabrics_connect(0, &connect_data(cntlid)).unwrap();
     assert!(cqe.status.is_success(), "{:?}", cqe.status);
 }
+
+#[test]
+fn malformed_admin_capsules_on_a_raw_admin_queue() {
+    use raidline_proto::admin::{Abort, GetLogPage, Identify, KeepAlive, SetFeatures};
+    use raidline_proto::fabrics::property::{self, Cc, Csts};
+    use raidline_proto::fabrics::PropertySet;
+    use raidline_proto::features::{FeatureId, NumberOfQueues};
+    use raidline_proto::identify::{Cns, IdentifyController};
+    use raidline_proto::log::LogPageId;
+    let rig = default_rig();
+    let addr = rig.target.local_addrs()[0];
+    let mut q = RawQueue::connect(&rig.net, "raw-admin", addr, 0, 32, 0).unwrap();
+    let cqe = q.fabrics_connect(0, &connect_data(0xFFFF)).unwrap();
+    assert!(cqe.status.is_success(), "{:?}", cqe.status);
+    let cntlid = cqe.dw0() as u16;
+    let null = SglDescriptor::Keyed {
+        address: 0,
+        length: 0,
+        key: 0,
+        invalidate: false,
+    };
+    let prop_set = |q: &mut RawQueue, offset: u32, size: PropertySize, value: u64| {
+        let mut sqe = PropertySet {
+            cid: 0,
+            size,
+            offset,
+            value,
+        }
+        .to_sqe();
+        sqe.set_sgl1(&null).unwrap();
+        q.exec(sqe, &[]).unwrap().status
+    };
+    let prop_get = |q: &mut RawQueue, offset: u32, size: PropertySize| {
+        let mut sqe = PropertyGet {
+            cid: 0,
+            size,
+            offset,
+        }
+        .to_sqe();
+        sqe.set_sgl1(&null).unwrap();
+        q.exec(sqe, &[]).unwrap()
+    };
+    let identify = |q: &mut RawQueue, cns: Cns, nsid: u32, sgl: SglDescriptor| {
+        q.exec(Identify::new(0, cns, nsid, sgl).to_sqe().unwrap(), &[])
+            .unwrap()
+    };
+    // Works: Identify Controller into the first 4 KiB of the data area.
+    let identify_ok = |q: &mut RawQueue, what: &str| {
+        let sgl = q.keyed(0, 4096);
+        let cqe = identify(q, Cns::CONTROLLER, 0, sgl);
+        assert!(
+            cqe.status.is_success(),
+            "Identify after {what}: {:?}",
+            cqe.status
+        );
+        let id = IdentifyController::parse(&q.read_data(0, 4096)).unwrap();
+        assert_eq!(id.cntlid, cntlid, "after {what}");
+    };
+
+    // Before CC.EN: admin commands are a sequence error.
+    let sgl = q.keyed(0, 4096);
+    let cqe = identify(&mut q, Cns::CONTROLLER, 0, sgl);
+    assert_eq!(
+        cqe.status.code,
+        StatusCode::COMMAND_SEQUENCE_ERROR,
+        "before CC.EN"
+    );
+    // Properties: wrong size, unknown offset, read-only property.
+    let st = prop_get(&mut q, property::CAP, PropertySize::Four).status;
+    assert_eq!(st, dnr(StatusCode::INVALID_FIELD), "CAP read as 4 bytes");
+    let st = prop_get(&mut q, 0x44, PropertySize::Four).status;
+    assert_eq!(st, dnr(StatusCode::INVALID_FIELD), "property 0x44");
+    let st = prop_set(&mut q, property::VS, PropertySize::Four, 0);
+    assert_eq!(st, dnr(StatusCode::INVALID_FIELD), "Property Set of VS");
+    // Enabling with 128-byte SQEs is a controller fatal status; commands stay refused.
+    let good = Cc {
+        en: true,
+        css: 0,
+        mps: 0,
+        ams: 0,
+        shn: 0,
+        iosqes: 6,
+        iocqes: 4,
+        crime: false,
+    };
+    let bad = Cc { iosqes: 7, ..good };
+    assert!(prop_set(
+        &mut q,
+        property::CC,
+        PropertySize::Four,
+        u64::from(bad.to_u32())
+    )
+    .is_success());
+    let csts = Csts::from_u32(prop_get(&mut q, property::CSTS, PropertySize::Four).dw0());
+    assert!(csts.cfs && !csts.rdy, "{csts:?}");
+    let sgl = q.keyed(0, 4096);
+    let cqe = identify(&mut q, Cns::CONTROLLER, 0, sgl);
+    assert_eq!(
+        cqe.status.code,
+        StatusCode::COMMAND_SEQUENCE_ERROR,
+        "after CFS"
+    );
+    // Reset (CC.EN = 0), then a good enable.
+    let off = Cc { en: false, ..good };
+    assert!(prop_set(
+        &mut q,
+        property::CC,
+        PropertySize::Four,
+        u64::from(off.to_u32())
+    )
+    .is_success());
+    assert!(prop_set(
+        &mut q,
+        property::CC,
+        PropertySize::Four,
+        u64::from(good.to_u32())
+    )
+    .is_success());
+    let csts = Csts::from_u32(prop_get(&mut q, property::CSTS, PropertySize::Four).dw0());
+    assert!(csts.rdy && !csts.cfs, "{csts:?}");
+    identify_ok(&mut q, "enable");
+
+    // Identify: short SGL, in-capsule SGL, unknown CNS, namespaces 0 and 2.
+    let sgl = q.keyed(0, 2048);
+    let st = identify(&mut q, Cns::CONTROLLER, 0, sgl).status;
+    assert_eq!(
+        st,
+        dnr(StatusCode::DATA_SGL_LENGTH_INVALID),
+        "2 KiB Identify"
+    );
+    identify_ok(&mut q, "2 KiB Identify");
+    let icd = SglDescriptor::InCapsule {
+        offset: 0,
+        length: 4096,
+    };
+    let st = identify(&mut q, Cns::CONTROLLER, 0, icd).status;
+    assert_eq!(
+        st,
+        dnr(StatusCode::SGL_DESCRIPTOR_TYPE_INVALID),
+        "in-capsule Identify"
+    );
+    identify_ok(&mut q, "in-capsule Identify");
+    let sgl = q.keyed(0, 4096);
+    let st = identify(&mut q, Cns(0x1F), 0, sgl).status;
+    assert_eq!(st, dnr(StatusCode::INVALID_FIELD), "CNS 1Fh");
+    for nsid in [0u32, 2] {
+        let sgl = q.keyed(0, 4096);
+        let st = identify(&mut q, Cns::NAMESPACE, nsid, sgl).status;
+        assert_eq!(st, dnr(StatusCode::INVALID_NAMESPACE), "Identify NS {nsid}");
+    }
+    identify_ok(&mut q, "bad Identify fields");
+
+    // Get Log Page of an unsupported page; with an SGL shorter than NUMD says.
+    let sgl = q.keyed(0, 512);
+    let glp = GetLogPage::read(0, LogPageId(0x7F), 0xFFFF_FFFF, 0, 512, sgl).unwrap();
+    let st = q.exec(glp.to_sqe().unwrap(), &[]).unwrap().status;
+    assert_eq!(st, dnr(StatusCode::INVALID_FIELD), "log page 7Fh");
+    let sgl = q.keyed(0, 256);
+    let glp = GetLogPage::read(0, LogPageId::SMART, 0xFFFF_FFFF, 0, 512, sgl).unwrap();
+    let st = q.exec(glp.to_sqe().unwrap(), &[]).unwrap().status;
+    assert_eq!(
+        st,
+        dnr(StatusCode::DATA_SGL_LENGTH_INVALID),
+        "SMART into 256 bytes"
+    );
+
+    // Set Features: unsupported FID, save bit, Number of Queues twice.
+    let sf = SetFeatures::dword(0, FeatureId(0x99), 1, null);
+    let st = q.exec(sf.to_sqe().unwrap(), &[]).unwrap().status;
+    assert_eq!(st, dnr(StatusCode::INVALID_FIELD), "FID 99h");
+    let mut sf = SetFeatures::dword(0, FeatureId::KEEP_ALIVE_TIMER, 5000, null);
+    sf.save = true;
+    let st = q.exec(sf.to_sqe().unwrap(), &[]).unwrap().status;
+    assert_eq!(st, dnr(StatusCode::FEATURE_NOT_SAVEABLE), "save bit");
+    let nq = NumberOfQueues::from_counts(2, 2).unwrap().to_dword();
+    let sf = SetFeatures::dword(0, FeatureId::NUMBER_OF_QUEUES, nq, null);
+    let cqe = q.exec(sf.to_sqe().unwrap(), &[]).unwrap();
+    assert!(cqe.status.is_success());
+    let granted = NumberOfQueues::from_dword(cqe.dw0()).unwrap();
+    assert_eq!((granted.sq_count(), granted.cq_count()), (2, 2));
+    let st = q.exec(sf.to_sqe().unwrap(), &[]).unwrap().status;
+    assert_eq!(
+        st,
+        dnr(StatusCode::COMMAND_SEQUENCE_ERROR),
+        "Number of Queues twice"
+    );
+
+    // Abort of a command that does not exist: completes, "not aborted"; Keep Alive.
+    let cqe = q
+        .exec(
+            Abort {
+                cid: 0,
+                sqid: 0,
+                target_cid: 0x4242,
+            }
+            .to_sqe(),
+            &[],
+        )
+        .unwrap();
+    assert!(cqe.status.is_success());
+    assert_eq!(cqe.dw0() & 1, Abort::DW0_NOT_ABORTED);
+    let mut ka = KeepAlive { cid: 0 }.to_sqe();
+    ka.set_sgl1(&null).unwrap();
+    assert!(q.exec(ka, &[]).unwrap().status.is_success());
+    identify_ok(&mut q, "everything above");
+    // CC.SHN = normal: CSTS.SHST = complete.
+    let shn = Cc { shn: 1, ..good };
+    assert!(prop_set(
+        &mut q,
+        property::CC,
+        PropertySize::Four,
+        u64::from(shn.to_u32())
+    )
+    .is_success());
+    let csts = Csts::from_u32(prop_get(&mut q, property::CSTS, PropertySize::Four).dw0());
+    assert_eq!(csts.shst, property::shutdown::SHST_COMPLETE);
+}
+
+/// A raw admin queue of host 1, connected and enabled; returns it with its controller id.
+fn raw_admin(rig: &Rig, dev: &str) -> (RawQueue, u16) {
+    use raidline_proto::fabrics::property::{self, Cc, Csts};
+    use raidline_proto::fabrics::PropertySet;
+    let mut q = RawQueue::connect(&rig.net, dev, rig.target.local_addrs()[0], 0, 32, 0).unwrap();
+    let cqe = q.fabrics_connect(0, &connect_data(0xFFFF)).unwrap();
+    assert!(cqe.status.is_success(), "{:?}", cqe.status);
+    let cc = Cc {
+        en: true,
+        css: 0,
+        mps: 0,
+        ams: 0,
+        shn: 0,
+        iosqes: 6,
+        iocqes: 4,
+        crime: false,
+    };
+    let null = SglDescriptor::Keyed {
+        address: 0,
+        length: 0,
+        key: 0,
+        invalidate: false,
+    };
+    let mut sqe = PropertySet {
+        cid: 0,
+        size: PropertySize::Four,
+        offset: property::CC,
+        value: u64::from(cc.to_u32()),
+    }
+    .to_sqe();
+    sqe.set_sgl1(&null).unwrap();
+    assert!(q.exec(sqe, &[]).unwrap().status.is_success());
+    let mut sqe = PropertyGet {
+        cid: 0,
+        size: PropertySize::Four,
+        offset: property::CSTS,
+    }
+    .to_sqe();
+    sqe.set_sgl1(&null).unwrap();
+    assert!(Csts::from_u32(q.exec(sqe, &[]).unwrap().dw0()).rdy);
+    (q, cqe.dw0() as u16)
+}
+
+#[test]
+fn asynchronous_event_requests_over_the_limit() {
+    use raidline_proto::admin::{AsyncEventRequest, Identify};
+    use raidline_proto::identify::{Cns, IdentifyController};
+    let rig = default_rig();
+    let (mut q, cntlid) = raw_admin(&rig, "raw-aer");
+    let sgl = q.keyed(0, 4096);
+    let cqe = q
+        .exec(
+            Identify::new(0, Cns::CONTROLLER, 0, sgl).to_sqe().unwrap(),
+            &[],
+        )
+        .unwrap();
+    assert!(cqe.status.is_success());
+    let id = IdentifyController::parse(&q.read_data(0, 4096)).unwrap();
+    assert_eq!(id.cntlid, cntlid);
+    let limit = usize::from(id.aerl) + 1;
+    assert_eq!(limit, 4, "AERL is 0's based: 4 outstanding");
+    // As many as AERL + 1 are parked (no answer) ...
+    for _ in 0..limit {
+        q.post(AsyncEventRequest { cid: 0 }.to_sqe()).unwrap();
+    }
+    // ... one more is refused at once.
+    let cqe = q.exec(AsyncEventRequest { cid: 0 }.to_sqe(), &[]).unwrap();
+    assert_eq!(cqe.status, dnr(StatusCode::AER_LIMIT_EXCEEDED));
+    // The parked ones do not block other admin commands.
+    let sgl = q.keyed(0, 4096);
+    let cqe = q
+        .exec(
+            Identify::new(0, Cns::CONTROLLER, 0, sgl).to_sqe().unwrap(),
+            &[],
+        )
+        .unwrap();
+    assert!(cqe.status.is_success());
+}
+
+#[test]
+fn sq_flow_control_disabled_reports_head_ffff() {
+    let s = setup();
+    let cntlid = s.admin.cntlid();
+    let addr = s.rig.target.local_addrs()[0];
+    let mut q = RawQueue::connect(&s.rig.net, "raw-sqfc", addr, 2, 8, cntlid).unwrap();
+    let bytes = connect_data(cntlid).to_bytes();
+    q.write_data(0, &bytes);
+    let sqe = Connect {
+        cid: 0,
+        sgl: q.keyed(0, bytes.len() as u32),
+        recfmt: 0,
+        qid: 2,
+        sqsize: 7,
+        cattr: raidline_proto::fabrics::CATTR_DISABLE_SQ_FLOW,
+        kato: 0,
+    }
+    .to_sqe()
+    .unwrap();
+    let cqe = q.exec(sqe, &[]).unwrap();
+    assert!(cqe.status.is_success(), "{:?}", cqe.status);
+    for i in 0..10 {
+        let sgl = q.keyed(0, 8192);
+        let cqe = q.exec(rw(false, 1, REF_LBA, REF_BLOCKS, sgl), &[]).unwrap();
+        assert!(cqe.status.is_success());
+        assert_eq!(cqe.sq_head, 0xFFFF, "read {i}: SQ flow control is off");
+        assert!(q.read_data(0, 8192) == s.reference);
+    }
+}
+
+#[test]
+fn losing_the_admin_queue_takes_the_io_queues_down() {
+    let rig = default_rig();
+    let (admin, cntlid) = raw_admin(&rig, "raw-admin-lost");
+    let addr = rig.target.local_addrs()[0];
+    let mut io = RawQueue::connect(&rig.net, "raw-io-orphan", addr, 1, 8, cntlid).unwrap();
+    let cqe = io.fabrics_connect(0, &connect_data(cntlid)).unwrap();
+    assert!(cqe.status.is_success(), "{:?}", cqe.status);
+    let listed = || {
+        rig.target
+            .shared()
+            .controllers
+            .lock()
+            .unwrap()
+            .contains_key(&cntlid)
+    };
+    assert!(listed());
+    // The host's admin connection goes away (a host crash as the target sees it).
+    drop(admin);
+    assert!(
+        eventually(Duration::from_secs(3), || !listed()),
+        "the controller outlived its admin queue"
+    );
+    // Its I/O queue is disconnected too: nothing is served on it any more.
+    let sgl = io.keyed(0, 4096);
+    let r = io.exec(rw(false, 1, 0, 1, sgl), &[]);
+    assert!(
+        r.is_err(),
+        "an orphaned I/O queue still served a read: {r:?}"
+    );
+}

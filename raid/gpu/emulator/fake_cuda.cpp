@@ -41,6 +41,11 @@ static dim3 blockIdx, blockDim, gridDim, threadIdx;
 #define __forceinline__ inline
 #define __align__(n) alignas(n)
 #define __restrict__ __restrict
+#define __launch_bounds__(...)
+// Every 16-byte load and store of the kernels must lie inside registered memory or a device
+// allocation (checked below, under the launch's lock).
+static void emu_check(const void *p, unsigned long long n);
+#define RL_HOST_CHECK(p, n) emu_check((const void *)(p), (n))
 #include "kernels.cu"
 
 namespace {
@@ -74,6 +79,23 @@ uint64_t to_host(const char *what, uint64_t a, uint64_t n) {
     return 0;
 }
 }  // namespace
+
+// Aborts unless host range [p, p+n) lies inside one registered range or device allocation
+// (called from the kernels while cuLaunchKernel holds `mu`).
+static void emu_check(const void *p, unsigned long long n) {
+    const uint64_t a = (uint64_t)p;
+    for (auto &r : registered)
+        if (a >= r.second.host && a - r.second.host <= r.second.len && n <= r.second.len - (a - r.second.host))
+            return;
+    auto d = device.upper_bound(a);
+    if (d != device.begin()) {
+        --d;
+        if (a - d->first <= d->second && n <= d->second - (a - d->first)) return;
+    }
+    fprintf(stderr, "fake libcuda: a kernel accessed [%#llx, +%llu), outside every mapping\n",
+            (unsigned long long)a, n);
+    abort();
+}
 
 extern "C" {
 CUresult cuInit(unsigned) { return OK; }
@@ -185,6 +207,8 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
     const uint64_t jobs_dev = *(uint64_t *)params[0];
     const uint64_t srcs_dev = *(uint64_t *)params[1];
     const unsigned n = *(unsigned *)params[2];
+    const unsigned tiles_per_job = *(unsigned *)params[3];
+    if (gy != 1 || bx != BLOCK || tiles_per_job == 0) return INVALID_VALUE;
     const u64 *jobs = (const u64 *)to_host("job table", jobs_dev, (uint64_t)n * 32);
     // Copy the table with every buffer address checked and translated to its host address.
     std::vector<u64> tjobs(jobs, jobs + (size_t)n * 4);
@@ -211,9 +235,9 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
                 blockIdx = dim3{x, y, 0};
                 threadIdx = dim3{t, 0, 0};
                 if (f == &kXor)
-                    raidline_xor((const Job *)tjobs.data(), tsrcs.data(), n);
+                    raidline_xor((const Job *)tjobs.data(), tsrcs.data(), n, tiles_per_job);
                 else
-                    raidline_pq((const Job *)tjobs.data(), tsrcs.data(), n);
+                    raidline_pq((const Job *)tjobs.data(), tsrcs.data(), n, tiles_per_job);
             }
     return OK;
 }

@@ -3,8 +3,9 @@
 //! Invariants:
 //! - the GPU only ever sees memory of registered arenas (`sys::gpu::Registration`); a call
 //!   touching anything else runs on the CPU engine, counted as a fallback;
-//! - registrations change only under the write lock, launches run under the read lock and
-//!   wait for the GPU before releasing it, so no arena is unregistered under a kernel;
+//! - registrations (and the kernels, [`GpuParity::set_access`]) change only under the write
+//!   lock, launches run under the read lock and wait for the GPU before releasing it, so no
+//!   arena is unregistered and no module unloaded under a kernel;
 //! - a device fault is sticky: the first one is kept ([`GpuParity::fault`]) and every later
 //!   call runs on the CPU engine.
 
@@ -14,7 +15,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use super::pq::{check_pq, pq_gen_cpu, PqJob};
 use super::{check_batch, GpuError};
 use crate::error::ParityError;
-use crate::gpu::kernels::MAX_SOURCES;
+use crate::gpu::kernels::{Access, MAX_SOURCES};
 use crate::parity::{CpuXor, ParityEngine, XorJob};
 use crate::sys::buf::BufferArena;
 use crate::sys::gpu::{self as dev, Context, DeviceInfo, Fault, Kernels, Lane, Ran, Registration};
@@ -55,6 +56,14 @@ struct Counters {
     faults: AtomicU64,
 }
 
+/// What launches read and registration changes write.
+#[derive(Debug)]
+struct State {
+    // Field order is drop order: registrations before the kernels.
+    regions: Vec<Registration>,
+    kernels: Arc<Kernels>,
+}
+
 /// Parity on an NVIDIA GPU, reading and writing registered host memory in place.
 ///
 /// Threads share it: each call takes one of a few streams ("lanes") and returns once the
@@ -64,8 +73,7 @@ struct Counters {
 pub struct GpuParity {
     // Field order is drop order: streams first, then registrations, kernels, context.
     lanes: Vec<Mutex<Lane>>,
-    regions: RwLock<Vec<Registration>>,
-    kernels: Arc<Kernels>,
+    state: RwLock<State>,
     ctx: Arc<Context>,
     cpu: CpuXor,
     next_lane: AtomicUsize,
@@ -89,14 +97,16 @@ impl GpuParity {
     /// [`GpuError::Unavailable`], never a panic.
     pub fn on_device(ordinal: usize) -> Result<Self, GpuError> {
         let ctx = Context::open(ordinal)?;
-        let kernels = Arc::new(Kernels::load(&ctx)?);
+        let kernels = Arc::new(Kernels::load(&ctx, Access::DEFAULT)?);
         let lanes = (0..LANES)
             .map(|_| Lane::new(&ctx, TABLE_WORDS).map(Mutex::new))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(GpuParity {
             lanes,
-            regions: RwLock::new(Vec::new()),
-            kernels,
+            state: RwLock::new(State {
+                regions: Vec::new(),
+                kernels,
+            }),
             ctx,
             cpu: CpuXor::detect(),
             next_lane: AtomicUsize::new(0),
@@ -112,7 +122,31 @@ impl GpuParity {
 
     /// How the kernels were loaded: `"cubin"` (compiled for this GPU) or `"ptx"` (JIT).
     pub fn kernel_image(&self) -> &'static str {
-        self.kernels.image_kind()
+        self.read().kernels.image_kind()
+    }
+
+    /// How the kernels access memory ([`Access::DEFAULT`] unless [`GpuParity::set_access`]
+    /// changed it).
+    pub fn access(&self) -> Access {
+        self.read().kernels.access()
+    }
+
+    /// Recompiles the kernels with another memory-access variant and uses them from the
+    /// next call on (after the calls running now have finished). For benchmarking the
+    /// variants on a real GPU; every variant computes the same bytes.
+    pub fn set_access(&self, access: Access) -> Result<(), GpuError> {
+        let kernels = Arc::new(Kernels::load(&self.ctx, access)?);
+        let old = std::mem::replace(&mut self.write().kernels, kernels);
+        drop(old);
+        Ok(())
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The CPU engine used for fallbacks.
@@ -123,18 +157,18 @@ impl GpuParity {
     /// Registers `arena` with the GPU (pinned, device-mapped) and keeps it alive until it is
     /// unregistered or the engine drops. Registering the same arena again does nothing.
     pub fn register(&self, arena: &Arc<BufferArena>) -> Result<(), GpuError> {
-        let mut regions = self.regions.write().unwrap_or_else(PoisonError::into_inner);
-        if regions.iter().any(|r| Arc::ptr_eq(r.arena(), arena)) {
+        let mut state = self.write();
+        if state.regions.iter().any(|r| Arc::ptr_eq(r.arena(), arena)) {
             return Ok(());
         }
-        regions.push(Registration::new(&self.ctx, arena)?);
+        state.regions.push(Registration::new(&self.ctx, arena)?);
         Ok(())
     }
 
     /// Unregisters `arena` (after every running call on it has finished); `false` if it
     /// was not registered.
     pub fn unregister(&self, arena: &Arc<BufferArena>) -> bool {
-        let mut regions = self.regions.write().unwrap_or_else(PoisonError::into_inner);
+        let regions = &mut self.write().regions;
         let before = regions.len();
         regions.retain(|r| !Arc::ptr_eq(r.arena(), arena));
         regions.len() != before
@@ -142,10 +176,7 @@ impl GpuParity {
 
     /// Number of registered arenas.
     pub fn registered(&self) -> usize {
-        self.regions
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.read().regions.len()
     }
 
     /// Counters so far.
@@ -182,7 +213,7 @@ impl GpuParity {
             self.count_fallback(bytes);
             return cpu(jobs);
         }
-        let ran = self.with_lane(|lane, maps| lane.run_pq(&self.kernels, maps, jobs));
+        let ran = self.with_lane(|lane, kernels, maps| lane.run_pq(kernels, maps, jobs));
         match ran {
             Ok(Ran::Done(b)) => {
                 self.count_gpu(jobs.len(), b);
@@ -207,7 +238,8 @@ impl GpuParity {
         k: usize,
         len: usize,
     ) -> Result<dev::StagedRig, GpuError> {
-        dev::StagedRig::new(&self.ctx, self.kernels.clone(), jobs, k, len)
+        let kernels = self.read().kernels.clone();
+        dev::StagedRig::new(&self.ctx, kernels, jobs, k, len)
     }
 
     /// Host→device copy bandwidth (bytes/s) of this GPU from pinned memory, for comparison.
@@ -219,8 +251,8 @@ impl GpuParity {
         self.fault.get().is_none() && src_counts.all(|n| n <= MAX_SOURCES)
     }
 
-    fn with_lane<R>(&self, f: impl FnOnce(&mut Lane, &[Registration]) -> R) -> R {
-        let maps = self.regions.read().unwrap_or_else(PoisonError::into_inner);
+    fn with_lane<R>(&self, f: impl FnOnce(&mut Lane, &Kernels, &[Registration]) -> R) -> R {
+        let state = self.read();
         let start = self.next_lane.fetch_add(1, Ordering::Relaxed);
         let n = self.lanes.len();
         let mut lane = (0..n)
@@ -230,7 +262,7 @@ impl GpuParity {
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
             });
-        f(&mut lane, &maps)
+        f(&mut lane, &state.kernels, &state.regions)
     }
 
     fn count_gpu(&self, jobs: usize, bytes: u64) {
@@ -271,7 +303,7 @@ impl GpuParity {
             self.count_fallback(bytes);
             return cpu(jobs);
         }
-        let ran = self.with_lane(|lane, maps| lane.run_xor(&self.kernels, maps, jobs, acc));
+        let ran = self.with_lane(|lane, kernels, maps| lane.run_xor(kernels, maps, jobs, acc));
         match ran {
             Ok(Ran::Done(b)) => {
                 self.count_gpu(jobs.len(), b);

@@ -228,6 +228,75 @@ fn check_xor(gpu: &GpuParity, shape: &Shape, acc: bool, seed: u64) -> GpuStats {
     }
 }
 
+/// P+Q batches (1..=16 sources, every length, aligned or not) on the GPU against
+/// [`pq_gen_cpu`], one launch each.
+fn check_pq_rounds(gpu: &GpuParity, seed: u64) {
+    let mut rng = Rng::new(seed);
+    for (round, &(batch, unaligned)) in [(1usize, false), (5, true), (40, false), (200, true)]
+        .iter()
+        .enumerate()
+    {
+        let jobs: Vec<(usize, usize)> = (0..batch)
+            .map(|_| (1 + rng.below(16), LENS[rng.below(LENS.len())]))
+            .collect();
+        let shape = Shape { jobs, unaligned };
+        let src_l = layout(&src_lens(&shape), unaligned, &mut rng);
+        let pq_lens: Vec<usize> = shape.jobs.iter().flat_map(|j| [j.1, j.1]).collect();
+        let dst_l = layout(&pq_lens, unaligned, &mut rng);
+        let mut buf = arena_buf(total(&src_l) + total(&dst_l));
+        gpu.register(buf.arena()).unwrap();
+        let (src_area, dst_area) = buf.split_at_mut(total(&src_l));
+        rng.fill(src_area);
+        rng.fill(dst_area);
+        let srcs: Vec<&[u8]> = carve(src_area, &src_l).into_iter().map(|s| &*s).collect();
+        let mut outs = carve(dst_area, &dst_l);
+        let mut expect = Vec::new();
+        let mut at = 0;
+        for &(n, len) in &shape.jobs {
+            let (mut p, mut q) = (vec![0u8; len], vec![0u8; len]);
+            pq_gen_cpu(&srcs[at..at + n], &mut p, &mut q).unwrap();
+            expect.push((p, q));
+            at += n;
+        }
+        let before = gpu.stats();
+        let mut jobs = Vec::new();
+        let mut at = 0;
+        let mut it = outs.iter_mut();
+        for &(n, _) in &shape.jobs {
+            let (Some(p), Some(q)) = (it.next(), it.next()) else {
+                unreachable!()
+            };
+            jobs.push(PqJob {
+                srcs: srcs[at..at + n].to_vec(),
+                p,
+                q,
+            });
+            at += n;
+        }
+        gpu.pq_gen_batch(&mut jobs).unwrap();
+        drop(jobs);
+        let after = gpu.stats();
+        assert_eq!(
+            after.gpu_calls - before.gpu_calls,
+            1,
+            "round {round}: one launch"
+        );
+        assert_eq!(after.cpu_fallback_calls, before.cpu_fallback_calls);
+        for (j, pair) in outs.chunks(2).enumerate() {
+            assert!(
+                pair[0][..] == expect[j].0[..],
+                "round {round} job {j}: P differs"
+            );
+            assert!(
+                pair[1][..] == expect[j].1[..],
+                "round {round} job {j}: Q differs"
+            );
+        }
+        drop(outs);
+        assert!(gpu.unregister(buf.arena()));
+    }
+}
+
 const LENS: &[usize] = &[
     1,
     3,
@@ -330,51 +399,26 @@ gpu_tests! {
     }
 
     fn q_syndrome_matches_cpu_reference(gpu) {
-        let mut rng = Rng::new(5);
-        for (round, &(batch, unaligned)) in [(1usize, false), (5, true), (40, false), (200, true)].iter().enumerate() {
-            let jobs: Vec<(usize, usize)> = (0..batch)
-                .map(|_| (1 + rng.below(16), LENS[rng.below(LENS.len())]))
-                .collect();
-            let shape = Shape { jobs, unaligned };
-            let src_l = layout(&src_lens(&shape), unaligned, &mut rng);
-            let pq_lens: Vec<usize> = shape.jobs.iter().flat_map(|j| [j.1, j.1]).collect();
-            let dst_l = layout(&pq_lens, unaligned, &mut rng);
-            let mut buf = arena_buf(total(&src_l) + total(&dst_l));
-            gpu.register(buf.arena()).unwrap();
-            let (src_area, dst_area) = buf.split_at_mut(total(&src_l));
-            rng.fill(src_area);
-            rng.fill(dst_area);
-            let srcs: Vec<&[u8]> = carve(src_area, &src_l).into_iter().map(|s| &*s).collect();
-            let mut outs = carve(dst_area, &dst_l);
-            let mut expect = Vec::new();
-            let mut at = 0;
-            for &(n, len) in &shape.jobs {
-                let (mut p, mut q) = (vec![0u8; len], vec![0u8; len]);
-                pq_gen_cpu(&srcs[at..at + n], &mut p, &mut q).unwrap();
-                expect.push((p, q));
-                at += n;
+        check_pq_rounds(gpu, 5);
+    }
+
+    /// Every memory-access variant of the kernels computes the same bytes (on a GPU this
+    /// checks the inline PTX of each; the emulator runs their shared C++).
+    fn every_access_variant_is_exact(gpu) {
+        assert_eq!(gpu.access(), kernels::Access::DEFAULT);
+        for (i, access) in kernels::Access::ALL.into_iter().enumerate() {
+            gpu.set_access(access).unwrap();
+            assert_eq!(gpu.access(), access);
+            for (n, len, unaligned) in [(4, 65_536, false), (9, 200_000, false), (3, 4097, true)] {
+                let shape = Shape { jobs: vec![(n, len); 5], unaligned };
+                let d = check_xor(gpu, &shape, false, 7000 + i as u64);
+                assert_eq!((d.gpu_calls, d.cpu_fallback_calls), (1, 0), "{}", access.name());
+                let acc = Shape { jobs: vec![(n, len)], unaligned };
+                check_xor(gpu, &acc, true, 7100 + i as u64);
             }
-            let before = gpu.stats();
-            let mut jobs = Vec::new();
-            let mut at = 0;
-            let mut it = outs.iter_mut();
-            for &(n, _) in &shape.jobs {
-                let (Some(p), Some(q)) = (it.next(), it.next()) else { unreachable!() };
-                jobs.push(PqJob { srcs: srcs[at..at + n].to_vec(), p, q });
-                at += n;
-            }
-            gpu.pq_gen_batch(&mut jobs).unwrap();
-            drop(jobs);
-            let after = gpu.stats();
-            assert_eq!(after.gpu_calls - before.gpu_calls, 1, "round {round}: one launch");
-            assert_eq!(after.cpu_fallback_calls, before.cpu_fallback_calls);
-            for (j, pair) in outs.chunks(2).enumerate() {
-                assert!(pair[0][..] == expect[j].0[..], "round {round} job {j}: P differs");
-                assert!(pair[1][..] == expect[j].1[..], "round {round} job {j}: Q differs");
-            }
-            drop(outs);
-            assert!(gpu.unregister(buf.arena()));
+            check_pq_rounds(gpu, 7200 + i as u64);
         }
+        gpu.set_access(kernels::Access::DEFAULT).unwrap();
     }
 
     fn unregistered_memory_falls_back_and_is_correct(gpu) {
@@ -558,13 +602,26 @@ fn kernel_source_compiles_with_nvrtc() {
     let version = crate::sys::gpu::nvrtc_version().unwrap();
     for cc in [(7, 5), (8, 0), (9, 0), (10, 0), (12, 0)] {
         for cubin in [true, false] {
-            let img = crate::sys::gpu::compile(kernels::SOURCE, cc, cubin)
+            let img = crate::sys::gpu::compile(&kernels::Access::DEFAULT.source(), cc, cubin)
                 .unwrap_or_else(|e| panic!("NVRTC {version:?}, sm_{}{}: {e}", cc.0, cc.1));
             assert!(img.len() > 1000, "{cc:?} {cubin}: {} bytes", img.len());
         }
     }
+    // The other access variants (inline PTX that differs by variant and architecture).
+    for access in &kernels::Access::ALL[1..] {
+        for cc in [(7, 5), (9, 0), (12, 0)] {
+            crate::sys::gpu::compile(&access.source(), cc, true).unwrap_or_else(|e| {
+                panic!(
+                    "NVRTC {version:?}, {} sm_{}{}: {e}",
+                    access.name(),
+                    cc.0,
+                    cc.1
+                )
+            });
+        }
+    }
     say(&format!(
-        "gpu test kernel_source_compiles_with_nvrtc: NVRTC {}.{} compiled the kernels for sm_75..sm_120",
+        "gpu test kernel_source_compiles_with_nvrtc: NVRTC {}.{} compiled the kernels (every access variant) for sm_75..sm_120",
         version.0, version.1
     ));
 }

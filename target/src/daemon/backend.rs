@@ -10,7 +10,9 @@
 //! Invariant: every submitted request completes exactly once, with its buffer.
 
 use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Mutex};
@@ -119,13 +121,19 @@ impl NsQueue {
         backend: &Backend,
         workers: usize,
         arenas: Vec<Arc<BufferArena>>,
+        notify: Arc<dyn Fn() + Send + Sync>,
     ) -> std::io::Result<NsQueue> {
         match backend {
             Backend::Array(a) => {
-                let q = RaidQueue::new(a.clone(), workers, move || Ok(AnyExecutor::best(&arenas)))?;
+                let q = RaidQueue::with_notify(
+                    a.clone(),
+                    workers,
+                    move || Ok(AnyExecutor::best(&arenas)),
+                    notify,
+                )?;
                 Ok(NsQueue::Array(q))
             }
-            Backend::File(m) => Ok(NsQueue::File(FileQueue::new(m.clone(), workers)?)),
+            Backend::File(m) => Ok(NsQueue::File(FileQueue::new(m.clone(), workers, notify)?)),
             Backend::Null(_) => Ok(NsQueue::Null(Vec::new())),
         }
     }
@@ -158,6 +166,45 @@ impl NsQueue {
     }
 }
 
+/// Wakes a sleeping poller when storage completes: workers write a byte to one end of a socket
+/// pair, the poller sleeps in `poll(2)` on the other end (and its CQ's channel) and drains it.
+pub(crate) struct Waker {
+    rx: UnixStream,
+    tx: Arc<UnixStream>,
+}
+
+impl Waker {
+    pub(crate) fn new() -> std::io::Result<Waker> {
+        let (tx, rx) = UnixStream::pair()?;
+        tx.set_nonblocking(true)?;
+        rx.set_nonblocking(true)?;
+        Ok(Waker {
+            rx,
+            tx: Arc::new(tx),
+        })
+    }
+
+    /// What workers call after a completion (never blocks: a full socket already wakes).
+    pub(crate) fn notifier(&self) -> Arc<dyn Fn() + Send + Sync> {
+        let tx = self.tx.clone();
+        Arc::new(move || {
+            let _ = (&*tx).write(&[1]);
+        })
+    }
+
+    /// Consumes pending wake-ups.
+    pub(crate) fn drain(&self) {
+        let mut buf = [0u8; 256];
+        while matches!((&self.rx).read(&mut buf), Ok(n) if n > 0) {}
+    }
+}
+
+impl std::os::fd::AsRawFd for Waker {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.rx.as_raw_fd()
+    }
+}
+
 /// [`RaidQueue`]'s shape over one member: worker threads run `read_at`/`write_at`/`flush`.
 pub(crate) struct FileQueue {
     jobs: Option<Sender<Request>>,
@@ -166,13 +213,22 @@ pub(crate) struct FileQueue {
 }
 
 impl FileQueue {
-    fn new(member: Arc<dyn Member>, workers: usize) -> std::io::Result<FileQueue> {
+    fn new(
+        member: Arc<dyn Member>,
+        workers: usize,
+        notify: Arc<dyn Fn() + Send + Sync>,
+    ) -> std::io::Result<FileQueue> {
         let (jobs_tx, jobs_rx) = channel::<Request>();
         let (done_tx, done_rx) = channel::<Completion>();
         let jobs_rx = Arc::new(Mutex::new(jobs_rx));
         let mut handles = Vec::new();
         for i in 0..workers.max(1) {
-            let (member, jobs_rx, done_tx) = (member.clone(), jobs_rx.clone(), done_tx.clone());
+            let (member, jobs_rx, done_tx, notify) = (
+                member.clone(),
+                jobs_rx.clone(),
+                done_tx.clone(),
+                notify.clone(),
+            );
             handles.push(
                 std::thread::Builder::new()
                     .name(format!("file-worker-{i}"))
@@ -188,6 +244,7 @@ impl FileQueue {
                         if done_tx.send(done).is_err() {
                             return;
                         }
+                        notify();
                     })?,
             );
         }

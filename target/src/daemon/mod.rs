@@ -337,12 +337,14 @@ impl Target {
                     }
                 }
             }
+            let waker = backend::Waker::new()?;
             let mut nsq = Vec::new();
             for n in &shared.namespaces {
                 nsq.push(backend::NsQueue::start(
                     &n.backend,
                     spec.workers_per_namespace,
                     arenas.clone(),
+                    waker.notifier(),
                 )?);
             }
             let (tx, rx) = channel();
@@ -350,7 +352,14 @@ impl Target {
                 tx,
                 cq: raidline_fabric::CompletionQueue::handle(&cq),
             });
-            let p = poller::Poller::new(id, shared.clone(), cq, rx, pool, nsq, spec.poll_mode);
+            let io = poller::PollerIo {
+                cq,
+                rx,
+                pool,
+                nsq,
+                waker,
+            };
+            let p = poller::Poller::new(id, shared.clone(), io, spec.poll_mode);
             pollers.push(
                 std::thread::Builder::new()
                     .name(format!("poller-{id}"))

@@ -9,9 +9,8 @@
 //!
 //! Idle behaviour ([`PollMode`]): busy spins; adaptive spins for a moment after the last work,
 //! then arms the CQ and sleeps on its fd (10 ms at most, to notice new queues and stop
-//! requests), so an idle target uses ≈ 0 % CPU; while storage requests are in flight it naps
-//! in 20 µs steps instead, because storage completions do not wake the CQ fd. It never naps
-//! past the time a paced transfer or probe is due (see `pace`).
+//! requests, and on the waker the storage workers signal), so an idle target uses ≈ 0 % CPU. It
+//! never sleeps past the time a paced transfer or probe is due (see `pace`).
 //!
 //! Pacing (`pace`): on I/O queues every RDMA READ and every RDMA WRITE of read data passes the
 //! queue's token bucket first; what may not go yet waits on the queue and goes at its due time.
@@ -21,7 +20,7 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use raidline_fabric::sys_poll::wait_readable;
+use raidline_fabric::sys_poll::wait_any;
 use raidline_fabric::{
     Completion as Wc, CompletionQueue, ConnId, Fabric, Payload, RemoteBuf, SendOp, SendWr,
     WcStatus, WrId,
@@ -32,7 +31,7 @@ use raidline_raid::{ArrayBlock, Completion as Done, RaidError, Request, RequestK
 
 mod pace;
 
-use super::backend::NsQueue;
+use super::backend::{NsQueue, Waker};
 use super::pool::Pool;
 use super::queue::{DataSrc, Queue, Req, Slot, Step, Wr};
 use super::{ControlMsg, CtrlEntry, Shared};
@@ -74,6 +73,8 @@ pub(crate) struct Poller<F: Fabric> {
     pub rx: Receiver<PollerMsg<F>>,
     pub pool: Pool<F>,
     pub nsq: Vec<NsQueue>,
+    /// Storage workers wake the poller through this.
+    pub waker: Waker,
     pub mode: PollMode,
     queues: HashMap<u32, Queue<F>>,
     inflight: HashMap<u64, (u32, Box<Req>)>,
@@ -84,23 +85,26 @@ pub(crate) struct Poller<F: Fabric> {
     pace: pace::PollerPacing,
 }
 
+/// What a poller is built from: its completion queue and control channel, its payload pool,
+/// its queues to every namespace's storage and the waker those signal.
+pub(crate) struct PollerIo<F: Fabric> {
+    pub cq: F::Cq,
+    pub rx: Receiver<PollerMsg<F>>,
+    pub pool: Pool<F>,
+    pub nsq: Vec<NsQueue>,
+    pub waker: Waker,
+}
+
 impl<F: Fabric> Poller<F> {
-    pub(crate) fn new(
-        id: usize,
-        shared: Arc<Shared>,
-        cq: F::Cq,
-        rx: Receiver<PollerMsg<F>>,
-        pool: Pool<F>,
-        nsq: Vec<NsQueue>,
-        mode: PollMode,
-    ) -> Self {
+    pub(crate) fn new(id: usize, shared: Arc<Shared>, io: PollerIo<F>, mode: PollMode) -> Self {
         Poller {
             id,
             shared,
-            cq,
-            rx,
-            pool,
-            nsq,
+            cq: io.cq,
+            rx: io.rx,
+            pool: io.pool,
+            nsq: io.nsq,
+            waker: io.waker,
             mode,
             queues: HashMap::new(),
             inflight: HashMap::new(),
@@ -163,14 +167,10 @@ impl<F: Fabric> Poller<F> {
     }
 
     fn idle(&mut self, last_work: Instant) {
+        // A paced transfer or probe due very soon: keep polling rather than sleep past it.
         let due = self.until_due();
         if due.is_some_and(|d| d < Duration::from_micros(20)) {
             std::hint::spin_loop();
-            return;
-        }
-        let nap = |d: Duration| due.map_or(d, |u| u.min(d));
-        if !self.inflight.is_empty() || !self.buf_wait.is_empty() {
-            std::thread::sleep(nap(Duration::from_micros(20)));
             return;
         }
         match self.mode {
@@ -199,8 +199,14 @@ impl<F: Fabric> Poller<F> {
                         return;
                     }
                 }
-                let _ = wait_readable(&self.cq, nap(Duration::from_millis(10)));
+                // Storage completions come through the waker; new queues and stop requests
+                // are noticed within the timeout, paced work at its due time.
+                let wait = due.map_or(Duration::from_millis(10), |d| {
+                    d.min(Duration::from_millis(10))
+                });
+                let _ = wait_any(&[&self.cq, &self.waker], wait);
                 let _ = self.cq.ack_events();
+                self.waker.drain();
             }
         }
     }

@@ -480,7 +480,31 @@ impl RawQueue {
         self.post_and_wait(&[sge], cid)
     }
 
-    fn post_and_wait(&mut self, sges: &[Sge], cid: u16) -> Result<Cqe, String> {
+    /// Sends `sqe` (no data in the capsule) without waiting; returns its command id, for
+    /// [`RawQueue::wait`]. For commands the target parks (Asynchronous Event Requests).
+    pub fn post(&mut self, mut sqe: Sqe) -> Result<u16, String> {
+        let cid = self.next_cid;
+        self.next_cid = self.next_cid.wrapping_add(1).max(1);
+        sqe.set_cid(cid);
+        // Each posted SQE gets its own slot past the response buffers' area.
+        let off = (RAW_DATA_OFF - SQE_LEN * (1 + usize::from(cid % 16))) as u64;
+        self.mem
+            .write(off as usize, sqe.as_bytes())
+            .map_err(|e| e.to_string())?;
+        let sge = self
+            .mr
+            .sge(off, SQE_LEN as u32)
+            .map_err(|e| e.to_string())?;
+        self.post_send(&[sge])?;
+        Ok(cid)
+    }
+
+    /// Waits for the response to `cid` (see [`RawQueue::exec`]).
+    pub fn wait(&mut self, cid: u16) -> Result<Cqe, String> {
+        self.wait_for(cid)
+    }
+
+    fn post_send(&mut self, sges: &[Sge]) -> Result<(), String> {
         self.qp
             .post_send(&[SendWr {
                 wr_id: WrId(1),
@@ -490,6 +514,15 @@ impl RawQueue {
             }])
             .map_err(|e| format!("post send: {e:?}"))?;
         self.sent += 1;
+        Ok(())
+    }
+
+    fn post_and_wait(&mut self, sges: &[Sge], cid: u16) -> Result<Cqe, String> {
+        self.post_send(sges)?;
+        self.wait_for(cid)
+    }
+
+    fn wait_for(&mut self, cid: u16) -> Result<Cqe, String> {
         let end = Instant::now() + RAW_TIMEOUT;
         let mut sent = false;
         let mut answer: Option<Cqe> = None;
