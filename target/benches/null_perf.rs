@@ -22,8 +22,15 @@
 //! an upper bound of the busy cost (the rows with more queues load the poller harder; the
 //! `event` rows never spin, but pay a wake-up per batch).
 //!
+//! To split the poller's CPU between the target's own code and the emulated NIC, profile one
+//! row (`perf record -e cpu-clock --call-graph dwarf -- <bench binary> --runs 1 ROW`) and
+//! class each `poller-0` sample by its stack: a frame in `raidline_fabric::mem` or
+//! `raidline_fabric::sys_mem` is the fabric, a frame in `Poller::idle` is idling, the rest is
+//! the target's own cost.
+//!
 //! Usage: `cargo bench -p raidline-target --bench null_perf --no-default-features -- [--secs S]
-//! [--warmup S] [--runs N] [ROW-FILTER...]`. Each row runs N times, interleaved (run 1 of
+//! [--warmup S] [--runs N] [ROW...]` (a ROW equal to a row's name selects it alone, otherwise
+//! every row whose name contains it). Each row runs N times, interleaved (run 1 of
 //! every row, then run 2, ...); the summary gives the median and the spread of the runs.
 //!
 //! Invariants: every I/O is checked (an error fails the bench, no silent zero rows); the
@@ -325,7 +332,8 @@ impl Measured {
     }
 }
 
-/// Keeps `qd` Flushes of `nsid` in flight on `q` for `duration`, then drains.
+/// Keeps `qd` Flushes of `nsid` in flight on `q` for `duration`, then drains; polls and backs
+/// off exactly as [`run_worker`] does, so the Flush rows load the machine like the others.
 fn run_flush(
     q: &mut Queue<MemFabric>,
     nsid: Nsid,
@@ -338,6 +346,7 @@ fn run_flush(
     let end = start + duration;
     let mut submitting = true;
     let mut checks = 0u32;
+    let mut idle = 0u32;
     loop {
         while submitting && q.in_flight() < usize::from(qd) {
             let Some(tag) = q.alloc() else { break };
@@ -347,7 +356,17 @@ fn run_flush(
             }
         }
         done.clear();
-        q.poll(&mut done);
+        if q.poll(&mut done) == 0 {
+            idle += 1;
+            if idle > 1024 {
+                // As `run_worker` does: after a long run of empty polls stop burning the core
+                // (the initiator's `queue::backoff`, which is crate-private, past 1024 polls).
+                let us = u64::from((idle - 256).min(200)).max(10);
+                std::thread::sleep(Duration::from_micros(us));
+            }
+        } else {
+            idle = 0;
+        }
         for &tag in &done {
             let Some(f) = q.take(tag) else { continue };
             f.result?;
@@ -610,67 +629,81 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// "median (min–max)" of one figure over the runs.
-fn spread(runs: &[&Measured], f: impl Fn(&Measured) -> f64, prec: usize) -> String {
+/// Median, smallest and largest of one figure over the runs.
+fn stats(runs: &[&Measured], f: impl Fn(&Measured) -> f64) -> (f64, f64, f64) {
     let mut v: Vec<f64> = runs.iter().map(|m| f(m)).collect();
     let med = median(&mut v);
-    if v.len() == 1 {
-        return format!("{med:.prec$}");
+    match (v.first(), v.last()) {
+        (Some(&lo), Some(&hi)) => (med, lo, hi),
+        _ => (f64::NAN, f64::NAN, f64::NAN),
     }
-    format!("{med:.prec$} ({:.prec$}-{:.prec$})", v[0], v[v.len() - 1])
+}
+
+fn p50_us(m: &Measured) -> f64 {
+    m.latency.percentile(50.0) as f64 / 1e3
+}
+
+fn p99_us(m: &Measured) -> f64 {
+    m.latency.percentile(99.0) as f64 / 1e3
 }
 
 fn summary(rows: &[Row], results: &[Vec<Measured>]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "\nnull_perf summary: median (min-max) of {} run(s); target = the poller thread's CPU",
+        "\nnull_perf summary: medians of {} run(s) (target us/IO also min-max); target = the \
+         poller thread's CPU, fabric copies included",
         results.len()
     );
     let _ = writeln!(
         s,
-        "{:<20} {:>18} {:>10} {:>12} {:>13} {:>9} {:>17} {:>14} {:>17}",
+        "{:<20} {:>8} {:>7} {:>9} {:>9} {:>6} {:>9} {:>17} {:>10} {:>9}",
         "row",
         "IOPS",
         "MB/s",
         "p50 us",
         "p99 us",
-        "poll util",
-        "target us/IO",
+        "util",
+        "target",
+        "(min-max) us/IO",
         "IOPS/core",
-        "initiator us/IO"
+        "init us"
     );
     for (i, r) in rows.iter().enumerate() {
         let runs: Vec<&Measured> = results.iter().map(|v| &v[i]).collect();
+        let (t, tmin, tmax) = stats(&runs, Measured::target_us);
         let _ = writeln!(
             s,
-            "{:<20} {:>18} {:>10} {:>12} {:>13} {:>9} {:>17} {:>14} {:>17}",
+            "{:<20} {:>8.0} {:>7.1} {:>9.1} {:>9.1} {:>6.2} {:>9.3} {:>17} {:>10.0} {:>9.3}",
             r.name,
-            spread(&runs, Measured::iops, 0),
-            spread(&runs, Measured::mb_s, 0),
-            spread(&runs, |m| m.latency.percentile(50.0) as f64 / 1e3, 1),
-            spread(&runs, |m| m.latency.percentile(99.0) as f64 / 1e3, 1),
-            spread(&runs, Measured::poller_util, 2),
-            spread(&runs, Measured::target_us, 3),
-            spread(&runs, Measured::iops_per_core, 0),
-            spread(&runs, Measured::initiator_us, 3),
+            stats(&runs, Measured::iops).0,
+            stats(&runs, Measured::mb_s).0,
+            stats(&runs, p50_us).0,
+            stats(&runs, p99_us).0,
+            stats(&runs, Measured::poller_util).0,
+            t,
+            format!("({tmin:.3}-{tmax:.3})"),
+            stats(&runs, Measured::iops_per_core).0,
+            stats(&runs, Measured::initiator_us).0,
         );
     }
     for (i, r) in rows.iter().enumerate() {
         let runs: Vec<&Measured> = results.iter().map(|v| &v[i]).collect();
-        let mut t: Vec<f64> = runs.iter().map(|m| m.target_us()).collect();
-        let mut c: Vec<f64> = runs.iter().map(|m| m.iops_per_core()).collect();
-        let mut p: Vec<f64> = runs.iter().map(|m| m.iops()).collect();
+        let (t, tmin, tmax) = stats(&runs, Measured::target_us);
+        let (iops, imin, imax) = stats(&runs, Measured::iops);
         let _ = writeln!(
             s,
-            "null_perf_median row={} target_us_per_io={:.3} target_us_min={:.3} \
-             target_us_max={:.3} iops_per_poller_core={:.0} iops={:.0}",
+            "null_perf_median row={} runs={} target_us_per_io={t:.3} target_us_min={tmin:.3} \
+             target_us_max={tmax:.3} iops_per_poller_core={:.0} iops={iops:.0} iops_min={imin:.0} \
+             iops_max={imax:.0} lat_p50_us={:.1} lat_p99_us={:.1} poller_util={:.3} \
+             initiator_us_per_io={:.3}",
             r.name,
-            median(&mut t),
-            t[0],
-            t[t.len() - 1],
-            median(&mut c),
-            median(&mut p),
+            runs.len(),
+            stats(&runs, Measured::iops_per_core).0,
+            stats(&runs, p50_us).0,
+            stats(&runs, p99_us).0,
+            stats(&runs, Measured::poller_util).0,
+            stats(&runs, Measured::initiator_us).0,
         );
     }
     s
@@ -686,9 +719,15 @@ null_perf: target = one poller thread serving a null namespace over the in-memor
 
 fn main() -> BenchResult<()> {
     let opts = parse_args()?;
-    let rows: Vec<Row> = all_rows()
-        .into_iter()
-        .filter(|r| opts.filters.is_empty() || opts.filters.iter().any(|f| r.name.contains(f)))
+    let all = all_rows();
+    // A filter equal to a row's name selects that row only; otherwise it selects every row
+    // whose name contains it.
+    let matches =
+        |name: &str, f: &str| name == f || (!all.iter().any(|r| r.name == f) && name.contains(f));
+    let rows: Vec<Row> = all
+        .iter()
+        .filter(|r| opts.filters.is_empty() || opts.filters.iter().any(|f| matches(&r.name, f)))
+        .cloned()
         .collect();
     if rows.is_empty() {
         return Err("no row matches the filter (see --help)".into());
