@@ -167,10 +167,15 @@ impl<F: Fabric> Poller<F> {
     }
 
     fn idle(&mut self, last_work: Instant) {
-        // A paced transfer or probe due very soon: keep polling rather than sleep past it.
+        // A paced transfer or probe due very soon: keep polling rather than sleep past it (the
+        // CQ wait below counts whole milliseconds, so shorter waits nap in small steps).
         let due = self.until_due();
-        if due.is_some_and(|d| d < Duration::from_micros(20)) {
-            std::hint::spin_loop();
+        if let Some(d) = due.filter(|d| *d < Duration::from_millis(1)) {
+            if d < Duration::from_micros(20) {
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(d.min(Duration::from_micros(50)));
+            }
             return;
         }
         match self.mode {
