@@ -67,7 +67,10 @@ mod tests {
         a.write_all(b"x").unwrap();
         assert!(wait_readable(&b, Duration::from_millis(1000)).unwrap());
         let (c, d) = UnixStream::pair().unwrap();
-        assert!(wait_any(&[&d, &b], Duration::from_millis(10)).unwrap(), "b is readable");
+        assert!(
+            wait_any(&[&d, &b], Duration::from_millis(10)).unwrap(),
+            "b is readable"
+        );
         drop(c);
         let (_e, f) = UnixStream::pair().unwrap();
         assert!(!wait_any(&[&f], Duration::from_millis(10)).unwrap());
