@@ -188,6 +188,120 @@ fn timed(budget: Duration, mut f: impl FnMut() -> u64) -> (u64, f64) {
     (ops, t.elapsed().as_secs_f64())
 }
 
+/// Members that report no volatile write cache (what enterprise NVMe with power-loss
+/// protection, or a write-through cache, reports): the log's flush is skipped, everything
+/// else (the `O_DIRECT` file, io_uring through `direct_fd`) is the wrapped member's.
+#[derive(Debug)]
+struct WriteThrough(Arc<dyn Member>);
+
+impl Member for WriteThrough {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn size_bytes(&self) -> u64 {
+        self.0.size_bytes()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), raidline_raid::MemberError> {
+        self.0.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), raidline_raid::MemberError> {
+        self.0.write_at(offset, buf)
+    }
+    fn flush(&self) -> Result<(), raidline_raid::MemberError> {
+        self.0.flush()
+    }
+    fn direct_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.0.direct_fd()
+    }
+    fn alignment(&self) -> usize {
+        self.0.alignment()
+    }
+    fn volatile_write_cache(&self) -> bool {
+        false
+    }
+}
+
+/// Write-hole protection cost of a degraded `array`: 4 KiB random writes with the log on and
+/// off, in back-to-back pairs (alternating order) so drifting background load hits both
+/// alike; the cost is the median over pairs. Rows at QD1, 8 threads and QD`QD`.
+fn log_cost_rows(
+    array: &Arc<Array>,
+    exec: &mut UringExecutor,
+    wbuf: &[u8],
+    slice: Duration,
+    rng: &mut Rng,
+    what: &str,
+    rows: &mut Vec<(String, String, String)>,
+) {
+    let cap_blocks = array.geometry().capacity_blocks();
+    let qd1 = paired_cost(array, 6, |_| {
+        timed(slice, || {
+            array
+                .write(exec, ArrayBlock(rng.next(cap_blocks)), &wbuf[..4096])
+                .expect("write");
+            1
+        })
+    });
+    // 8 threads, each its own ring (like target pollers): log flushes of concurrent
+    // requests are shared (group commit).
+    let threads = 8;
+    let mt = |_: bool| {
+        let total = std::sync::atomic::AtomicU64::new(0);
+        let t0 = Instant::now();
+        std::thread::scope(|sc| {
+            for t in 0..threads {
+                let total = &total;
+                sc.spawn(move || {
+                    let mut ex = UringExecutor::new(64).expect("io_uring");
+                    let mut buf = raidline_raid::AlignedBuf::new(4096, 4096);
+                    buf.fill(t as u8);
+                    let mut rng = Rng(0x9E37 + t as u64);
+                    let (n, _) = timed(slice, || {
+                        array
+                            .write(&mut ex, ArrayBlock(rng.next(cap_blocks)), &buf)
+                            .expect("write");
+                        1
+                    });
+                    total.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                });
+            }
+        });
+        (total.into_inner(), t0.elapsed().as_secs_f64())
+    };
+    let t8 = paired_cost(array, 4, mt);
+    let mut seed = 40;
+    let qdq = paired_cost(array, 4, |_| {
+        seed += 1;
+        queue_iops(array, true, slice, seed)
+    });
+    for (label, c) in [
+        ("QD1".to_string(), qd1),
+        ("8 threads".to_string(), t8),
+        (format!("QD{QD} (RaidQueue)"), qdq),
+    ] {
+        rows.push((
+            format!("degraded 4 KiB random write{what}, {label}, log on"),
+            format!("{:.0} IOPS", c.1),
+            "-".into(),
+        ));
+        rows.push((
+            format!("degraded 4 KiB random write{what}, {label}, log off"),
+            format!("{:.0} IOPS", c.2),
+            "-".into(),
+        ));
+        rows.push((
+            format!("write-hole protection cost{what}, {label} (median of pairs)"),
+            format!("{:.1} %", c.0 * 100.0),
+            "-".into(),
+        ));
+        eprintln!(
+            "write-hole protection cost{what}, {label}: {:.1} % (pairs: {:?})",
+            c.0 * 100.0,
+            c.3
+        );
+    }
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let budget = Duration::from_millis(if quick { 300 } else { 2000 });
@@ -411,76 +525,15 @@ fn main() {
         "see 4 KiB random read".into(),
     ));
 
-    // Write-hole protection cost: degraded 4 KiB random writes with the log on and off, in
-    // back-to-back pairs (alternating order) so drifting background load hits both alike;
-    // the cost is the median over pairs.
-    let slice = budget / 4;
-    let qd1 = paired_cost(&array, 6, |_| {
-        timed(slice, || {
-            array
-                .write(&mut exec, ArrayBlock(rng.next(cap_blocks)), &wbuf[..4096])
-                .expect("write");
-            1
-        })
-    });
-    // 8 threads, each its own ring (like target pollers): log flushes of concurrent
-    // requests are shared (group commit).
-    let threads = 8;
-    let mt = |_: bool| {
-        let total = std::sync::atomic::AtomicU64::new(0);
-        let t0 = Instant::now();
-        std::thread::scope(|sc| {
-            for t in 0..threads {
-                let (array, total) = (&array, &total);
-                sc.spawn(move || {
-                    let mut ex = UringExecutor::new(64).expect("io_uring");
-                    let mut buf = raidline_raid::AlignedBuf::new(4096, 4096);
-                    buf.fill(t as u8);
-                    let mut rng = Rng(0x9E37 + t as u64);
-                    let (n, _) = timed(slice, || {
-                        array
-                            .write(&mut ex, ArrayBlock(rng.next(cap_blocks)), &buf)
-                            .expect("write");
-                        1
-                    });
-                    total.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
-                });
-            }
-        });
-        (total.into_inner(), t0.elapsed().as_secs_f64())
-    };
-    let t8 = paired_cost(&array, 4, mt);
-    let mut seed = 40;
-    let qdq = paired_cost(&array, 4, |_| {
-        seed += 1;
-        queue_iops(&array, true, slice, seed)
-    });
-    for (label, c) in [
-        ("QD1".to_string(), qd1),
-        ("8 threads".to_string(), t8),
-        (format!("QD{QD} (RaidQueue)"), qdq),
-    ] {
-        rows.push((
-            format!("degraded 4 KiB random write, {label}, log on"),
-            format!("{:.0} IOPS", c.1),
-            "-".into(),
-        ));
-        rows.push((
-            format!("degraded 4 KiB random write, {label}, log off"),
-            format!("{:.0} IOPS", c.2),
-            "-".into(),
-        ));
-        rows.push((
-            format!("write-hole protection cost, {label} (median of pairs)"),
-            format!("{:.1} %", c.0 * 100.0),
-            "-".into(),
-        ));
-        eprintln!(
-            "write-hole protection cost, {label}: {:.1} % (pairs: {:?})",
-            c.0 * 100.0,
-            c.3
-        );
-    }
+    log_cost_rows(
+        &array,
+        &mut exec,
+        &wbuf[..],
+        budget / 4,
+        &mut rng,
+        "",
+        &mut rows,
+    );
 
     // --- Rebuild onto a new member, unthrottled.
     let spare = open_members(&dir, &names[N..], size, true).remove(0);
@@ -518,6 +571,30 @@ fn main() {
         mb(rebuilt, secs),
         mb(rebuilt, raw_secs),
     ));
+
+    // --- The degraded cost again, on the same files reporting no volatile write cache: the
+    // log's flush is skipped, what remains is the log write ahead of the data writes.
+    array.stop().expect("stop");
+    drop(array);
+    let survivors: Vec<Arc<dyn Member>> = open_members(&dir, &names[1..N], size, false)
+        .into_iter()
+        .map(|m| Arc::new(WriteThrough(m)) as Arc<dyn Member>)
+        .collect();
+    let asm =
+        Array::assemble(survivors, None, Arc::new(CpuXor::detect())).expect("assemble degraded");
+    let array = Arc::new(asm.array);
+    assert!(array.write_hole_protected(), "the log must be on");
+    exec.register_arenas(&[pool_arena.clone(), array.scratch_arena().clone()])
+        .expect("register buffers");
+    log_cost_rows(
+        &array,
+        &mut exec,
+        &wbuf[..],
+        budget / 4,
+        &mut rng,
+        " (no volatile cache)",
+        &mut rows,
+    );
 
     println!("| workload ({N} members, {} KiB chunk, {} MiB per member) | raidline | raw members, same pattern |", CHUNK / 1024, member_data / MIB);
     println!("| --- | ---: | ---: |");

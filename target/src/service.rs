@@ -528,6 +528,14 @@ pub fn run(config: Config, config_path: &Path) -> i32 {
             return 1;
         }
     }
+    // A second daemon must not touch the arrays the first one is serving.
+    if std::os::unix::net::UnixStream::connect(&config.management_socket).is_ok() {
+        tracing::error!(
+            "another raidline is running (it answers on {}); not starting",
+            config.management_socket.display()
+        );
+        return 1;
+    }
     status("assembling arrays");
     let spec = match build_spec(&config) {
         Ok(s) => s,

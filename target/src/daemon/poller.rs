@@ -181,7 +181,10 @@ impl<F: Fabric> Poller<F> {
         match self.mode {
             PollMode::Busy => std::hint::spin_loop(),
             PollMode::Adaptive | PollMode::Event => {
-                let spin = if self.mode == PollMode::Adaptive {
+                // Spin briefly for the next command only when no storage work is pending: while
+                // the storage workers run, the CPU is theirs and their completions wake us.
+                let storage_busy = !self.inflight.is_empty() || !self.buf_wait.is_empty();
+                let spin = if self.mode == PollMode::Adaptive && !storage_busy {
                     Duration::from_micros(200)
                 } else {
                     Duration::ZERO
