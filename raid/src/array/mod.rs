@@ -579,6 +579,11 @@ impl Array {
 
     /// Bumps the event counter and writes the superblock to every present member and spare.
     /// A member whose superblock write fails is marked failed (and the update repeated).
+    ///
+    /// Every attempt is written to *all* other members even after one fails, so that the
+    /// members that work never fall more than one event behind each other: a power cut during
+    /// the repeated update then leaves a torn update (one behind), which assembly accepts, not
+    /// members two events behind, which it must refuse as stale.
     pub(crate) fn persist(&self, st: &mut Inner) -> Result<(), RaidError> {
         for _ in 0..=self.geo.members() + st.spares.len() {
             st.events += 1;
@@ -589,17 +594,15 @@ impl Array {
                 let Some(m) = &slot.member else { continue };
                 buf.copy_from_slice(&self.superblock(st, Role::Active(role), slot.uuid).encode());
                 if let Err(e) = m.write_at(0, &buf).and_then(|()| m.flush()) {
-                    bad_role = Some((role, e));
-                    break;
+                    if bad_role.is_none() {
+                        bad_role = Some((role, e));
+                    }
                 }
             }
-            if bad_role.is_none() {
-                for (i, (m, uuid)) in st.spares.iter().enumerate() {
-                    buf.copy_from_slice(&self.superblock(st, Role::Spare, *uuid).encode());
-                    if m.write_at(0, &buf).and_then(|()| m.flush()).is_err() {
-                        bad_spare = Some(i);
-                        break;
-                    }
+            for (i, (m, uuid)) in st.spares.iter().enumerate() {
+                buf.copy_from_slice(&self.superblock(st, Role::Spare, *uuid).encode());
+                if m.write_at(0, &buf).and_then(|()| m.flush()).is_err() && bad_spare.is_none() {
+                    bad_spare = Some(i);
                 }
             }
             match (bad_role, bad_spare) {
