@@ -206,9 +206,12 @@ pub fn host(n: u8) -> HostIdentity {
     HostIdentity::from_uuid([n; 16])
 }
 
-/// Options for host `h` to [`SUBNQN`]: 1 MiB transfers, 10 s deadlines.
+/// Options for host `h` to [`SUBNQN`]: 1 MiB transfers, 10 s deadlines, KATO 30 s (a test
+/// thread that is not scheduled for a few seconds on a loaded machine must not lose its
+/// controller; the keep-alive tests set their own KATO).
 pub fn options(h: u8) -> ControllerOptions {
     let mut o = ControllerOptions::new(host(h), Nqn::new(SUBNQN).expect("nqn"));
+    o.kato = Duration::from_secs(30);
     o.max_io_bytes = 1 << 20;
     o.admin_timeout = Duration::from_secs(10);
     o.io_timeout = Duration::from_secs(10);
