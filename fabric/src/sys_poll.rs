@@ -9,24 +9,7 @@ use std::time::Duration;
 /// read then reports); `Ok(false)`: timed out or interrupted by a signal.
 /// `fd` is anything that owns a descriptor (a CQ, the CM, a socket), borrowed for the call.
 pub fn wait_readable(fd: &impl AsRawFd, timeout: Duration) -> std::io::Result<bool> {
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    // SAFETY: `pfd` is one valid, initialised pollfd that lives across the call, and the count
-    // passed is 1. The descriptor's owner is borrowed for the call; even a stale number would
-    // only make poll report POLLNVAL, never touch memory.
-    let r = unsafe { libc::poll(&mut pfd, 1, ms) };
-    if r < 0 {
-        let e = std::io::Error::last_os_error();
-        if e.kind() == std::io::ErrorKind::Interrupted {
-            return Ok(false);
-        }
-        return Err(e);
-    }
-    Ok(r > 0)
+    wait_any(&[fd as &dyn AsRawFd], timeout)
 }
 
 /// Waits until any of `fds` is readable or `timeout` passes; `Ok(true)` when one is.

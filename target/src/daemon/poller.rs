@@ -1139,7 +1139,7 @@ impl<F: Fabric> Poller<F> {
             self.post_recv(q, slot);
         }
         let ok = status.is_success();
-        if !ok {
+        if !ok && tracing::enabled!(tracing::Level::DEBUG) {
             let sqe: String = req
                 .sqe
                 .as_bytes()

@@ -90,22 +90,24 @@ impl<F: Fabric> Pool<F> {
             .and_then(|c| c.free.pop())
     }
 
-    /// Gives a buffer back.
-    pub(crate) fn put(&mut self, buf: IoBuf) {
+    /// The class `buf` was cut from.
+    fn class_of(&mut self, buf: &IoBuf) -> Option<&mut Class<F>> {
         let arena = Arc::as_ptr(buf.arena());
-        if let Some(c) = self
-            .classes
+        self.classes
             .iter_mut()
             .find(|c| Arc::as_ptr(&c.arena) == arena)
-        {
+    }
+
+    /// Gives a buffer back.
+    pub(crate) fn put(&mut self, buf: IoBuf) {
+        if let Some(c) = self.class_of(&buf) {
             c.free.push(buf);
         }
     }
 
     /// An SGE over the first `len` bytes of `buf` (a buffer of this pool).
-    pub(crate) fn sge(&self, buf: &IoBuf, len: usize) -> Result<Sge, FabricError> {
-        let arena = Arc::as_ptr(buf.arena());
-        match self.classes.iter().find(|c| Arc::as_ptr(&c.arena) == arena) {
+    pub(crate) fn sge(&mut self, buf: &IoBuf, len: usize) -> Result<Sge, FabricError> {
+        match self.class_of(buf) {
             Some(c) => sge_of::<F>(&c.mr, buf, len),
             None => Err(FabricError::InvalidArgument(
                 "buffer is not from this pool".into(),
