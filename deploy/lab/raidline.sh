@@ -10,7 +10,8 @@
 #   raidline.sh stop      SIGTERM; wait for a clean exit (status 0, "stopped cleanly")
 #   raidline.sh kill      SIGKILL, no goodbye (crash test)
 #   raidline.sh status    `raidline status` over the management socket
-usage="usage: raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N] [--cc-rate MBPS] | stop | kill | status"
+#   raidline.sh cli ARGS… `raidline ARGS… --socket <the lab's socket>` (e.g. `cli ns disable NQN 1`)
+usage="usage: raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N] [--cc-rate MBPS] | stop | kill | status | cli ARGS..."
 set -euo pipefail
 
 lab=$(cd "$(dirname "$0")" && pwd)
@@ -22,6 +23,9 @@ die() { echo "raidline.sh: error: $*" >&2; exit 2; }
 action=$1; shift
 addr=${LAB_IP:-} nqn=nqn.2026-11.io.raidline:array0 chunk=64 cores=1 cc_rate=""
 bin=${RAIDLINE_BIN:-$lab/../../build/release/raidline}
+if [ "$action" = cli ]; then
+  exec "$bin" "$@" --socket /run/raidline/raidline.sock
+fi
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || die "$1 needs a value
 $usage"

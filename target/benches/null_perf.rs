@@ -522,6 +522,7 @@ fn start_target(net: &MemNetwork, mode: PollMode) -> BenchResult<Target> {
                 ids: identity::for_file(SUBNQN, 1, "null"),
                 preferred_write_blocks: 1,
                 deallocate: false,
+                active: Default::default(),
             },
             backend: Backend::Null(NS_BYTES),
             array: None,

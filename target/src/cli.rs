@@ -49,6 +49,7 @@ usage: raidline [run] [--config PATH]
        raidline array add-spare ARRAY PATH [--socket PATH]
        raidline array replace ARRAY OLD NEW [--socket PATH]
        raidline array scrub ARRAY [--socket PATH]
+       raidline ns enable|disable SUBSYSTEM NSID [--socket PATH]
        raidline cc show [--socket PATH]
        raidline cc set PARAM VALUE [--socket PATH]
        raidline --help | --version
@@ -62,6 +63,10 @@ commands:
   array add-spare add a hot spare
   array replace   rebuild onto NEW, then retire OLD
   array scrub     read every stripe and check parity
+  ns disable      take a namespace offline: hosts get a namespace-change notice and drop
+                  it; I/O already accepted finishes, new I/O gets Internal Path Error
+  ns enable       serve it again (same identifiers); hosts rescan and re-add it
+                  (neither survives a restart: every configured namespace starts enabled)
   cc show         the congestion-control algorithm and its parameters (value, range, meaning)
   cc set          change one parameter on every queue pair (range-checked; the algorithm
                   itself is chosen in the configuration)
@@ -102,6 +107,17 @@ pub enum Command {
         socket: PathBuf,
         /// What to do.
         op: ArrayOp,
+    },
+    /// A namespace operation on the running daemon.
+    Ns {
+        /// Management socket.
+        socket: PathBuf,
+        /// Enable (`true`) or disable.
+        enable: bool,
+        /// Subsystem NQN.
+        subsystem: String,
+        /// Namespace id.
+        nsid: u32,
     },
     /// A congestion-control operation on the running daemon.
     Cc {
@@ -297,6 +313,16 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
                 op: array_op(&rest)?,
             })
         }
+        Some("ns") => {
+            let mut o = Opts::take(opts, "raidline ns", &["socket"])?;
+            let (enable, subsystem, nsid) = ns_op(&rest)?;
+            Ok(Command::Ns {
+                socket: o.path("socket", DEFAULT_SOCKET),
+                enable,
+                subsystem,
+                nsid,
+            })
+        }
         Some("cc") => {
             let mut o = Opts::take(opts, "raidline cc", &["socket"])?;
             Ok(Command::Cc {
@@ -305,7 +331,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
             })
         }
         Some(other) => Err(UsageError::new(format!(
-            "unknown command '{other}' (run, check-config, status, array, cc)"
+            "unknown command '{other}' (run, check-config, status, array, ns, cc)"
         ))),
     }
 }
@@ -359,6 +385,35 @@ fn array_op(words: &[String]) -> Result<ArrayOp, UsageError> {
         )));
     }
     Ok(op(args))
+}
+
+fn ns_op(words: &[String]) -> Result<(bool, String, u32), UsageError> {
+    let (enable, args) = match words.split_first() {
+        None => {
+            return Err(UsageError::new(
+                "'raidline ns' needs a command: enable or disable",
+            ))
+        }
+        Some((w, args)) if w == "enable" => (true, args),
+        Some((w, args)) if w == "disable" => (false, args),
+        Some((other, _)) => {
+            return Err(UsageError::new(format!(
+                "unknown ns command '{other}' (enable, disable)"
+            )))
+        }
+    };
+    let verb = if enable { "enable" } else { "disable" };
+    match args {
+        [sub, nsid] if !sub.is_empty() => match nsid.parse::<u32>() {
+            Ok(n) if n != 0 && n < 0xFFFF_FFF0 => Ok((enable, sub.clone(), n)),
+            _ => Err(UsageError::new(format!(
+                "'raidline ns {verb}': NSID '{nsid}' is not a namespace id (1..4294967279)"
+            ))),
+        },
+        _ => Err(UsageError::new(format!(
+            "'raidline ns {verb}' takes SUBSYSTEM NSID"
+        ))),
+    }
 }
 
 fn cc_op(words: &[String]) -> Result<CcOp, UsageError> {
@@ -503,6 +558,21 @@ fn run_client_to(cmd: &Command, out: &mut dyn Write, err: &mut dyn Write) -> i32
         }
         Command::Array { socket, op } => operation(socket, &op.request(), out, err),
         Command::Cc { socket, op } => operation(socket, &op.request(), out, err),
+        Command::Ns {
+            socket,
+            enable,
+            subsystem,
+            nsid,
+        } => {
+            let subsystem = subsystem.clone();
+            let nsid = *nsid;
+            let req = if *enable {
+                Request::NsEnable { subsystem, nsid }
+            } else {
+                Request::NsDisable { subsystem, nsid }
+            };
+            operation(socket, &req, out, err)
+        }
     }
 }
 
@@ -801,11 +871,45 @@ mod tests {
     }
 
     #[test]
+    fn ns_commands_parse() {
+        let p = |line: &str| parse(line.split_whitespace().map(str::to_owned));
+        assert_eq!(
+            p("ns disable nqn.2026-11.io.raidline:a 1 --socket /s"),
+            Ok(Command::Ns {
+                socket: PathBuf::from("/s"),
+                enable: false,
+                subsystem: "nqn.2026-11.io.raidline:a".into(),
+                nsid: 1
+            })
+        );
+        assert!(matches!(
+            p("ns enable x 7"),
+            Ok(Command::Ns {
+                enable: true,
+                nsid: 7,
+                ..
+            })
+        ));
+        for (line, want) in [
+            ("ns", "needs a command"),
+            ("ns toggle x 1", "unknown ns command 'toggle'"),
+            ("ns enable x", "takes SUBSYSTEM NSID"),
+            ("ns enable x 1 2", "takes SUBSYSTEM NSID"),
+            ("ns disable x 0", "NSID '0' is not a namespace id"),
+            ("ns disable x 4294967295", "is not a namespace id"),
+            ("ns disable x one", "NSID 'one'"),
+        ] {
+            let e = p(line).unwrap_err().to_string();
+            assert!(e.contains(want), "{line}: {e}");
+        }
+    }
+
+    #[test]
     fn errors_name_the_problem() {
         let cases = [
             (
                 "frobnicate",
-                "unknown command 'frobnicate' (run, check-config, status, array, cc)",
+                "unknown command 'frobnicate' (run, check-config, status, array, ns, cc)",
             ),
             ("--frob", "unknown option '--frob'"),
             ("status -x", "unknown option '-x'"),

@@ -108,8 +108,12 @@ fn dnr(code: StatusCode) -> Status {
     Status::new(code).dnr()
 }
 
-/// Validates an I/O command SQE. `lookup` finds a namespace of the controller's subsystem;
-/// `in_capsule_len` is the number of data bytes that arrived with the capsule.
+/// Validates an I/O command SQE. `lookup` finds a configured namespace of the controller's
+/// subsystem, active or not; `in_capsule_len` is the number of data bytes that arrived with the
+/// capsule. An nsid that is not configured is *Invalid Namespace or Format* (DNR); a configured
+/// namespace the operator disabled answers *Internal Path Error* without DNR, as nvmet does
+/// (`nvmet_req_find_ns`): a multipath host fails over, and the I/O may succeed once the
+/// namespace is enabled again.
 pub fn validate<'a>(
     sqe: &Sqe,
     limits: &Limits,
@@ -117,7 +121,11 @@ pub fn validate<'a>(
     lookup: impl Fn(u32) -> Option<&'a NamespaceInfo>,
 ) -> Result<IoRequest, Status> {
     let cmd = IoCommand::parse(sqe).map_err(|e| for_parse_error(&e))?;
-    let ns = |nsid: u32| lookup(nsid).ok_or(dnr(StatusCode::INVALID_NAMESPACE));
+    let ns = |nsid: u32| match lookup(nsid) {
+        Some(n) if n.active.get() => Ok(n),
+        Some(_) => Err(Status::new(StatusCode::INTERNAL_PATH_ERROR)),
+        None => Err(dnr(StatusCode::INVALID_NAMESPACE)),
+    };
     match cmd {
         IoCommand::Read(rw) | IoCommand::Write(rw) => {
             let write = matches!(cmd, IoCommand::Write(_));

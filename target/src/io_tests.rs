@@ -16,6 +16,7 @@ fn ns() -> NamespaceInfo {
         },
         preferred_write_blocks: 16,
         deallocate: true,
+        active: Default::default(),
     }
 }
 
@@ -271,4 +272,32 @@ fn dsm_ranges_checked() {
         dnr(StatusCode::LBA_OUT_OF_RANGE)
     );
     assert!(validate_dsm_ranges(&n, &ok, 2).is_err());
+}
+
+#[test]
+fn a_disabled_namespace_answers_internal_path_error_without_dnr() {
+    let n = ns();
+    let read = IoCommand::Read(rw(keyed(4096), 0, 1)).to_sqe().unwrap();
+    let lookup = |id: u32| (id == 1).then_some(&n);
+    assert!(validate(&read, &Limits::default(), 0, lookup).is_ok());
+    assert!(n.active.set(false), "it was active");
+    // The clone shares the flag (what the subsystem and the daemon's table hold).
+    assert!(!n.clone().active.get());
+    let st = validate(&read, &Limits::default(), 0, lookup).unwrap_err();
+    assert_eq!(st, Status::new(StatusCode::INTERNAL_PATH_ERROR));
+    assert!(!st.dnr);
+    let flush = IoCommand::Flush { cid: 1, nsid: 1 }.to_sqe().unwrap();
+    assert_eq!(
+        validate(&flush, &Limits::default(), 0, lookup).unwrap_err(),
+        Status::new(StatusCode::INTERNAL_PATH_ERROR)
+    );
+    // Not configured at all: Invalid Namespace, DNR.
+    let mut other = read;
+    other.set_nsid(2);
+    assert_eq!(
+        validate(&other, &Limits::default(), 0, lookup).unwrap_err(),
+        dnr(StatusCode::INVALID_NAMESPACE)
+    );
+    n.active.set(true);
+    assert!(validate(&read, &Limits::default(), 0, lookup).is_ok());
 }

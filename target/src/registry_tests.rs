@@ -28,6 +28,7 @@ fn registry(hosts: HostAccess) -> Registry {
             },
             preferred_write_blocks: 48,
             deallocate: true,
+            active: Default::default(),
         }],
     };
     Registry::new(Limits::default(), vec![sub])

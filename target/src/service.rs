@@ -235,6 +235,7 @@ pub fn build_spec(config: &Config) -> Result<TargetSpec, ServiceError> {
                     ids,
                     preferred_write_blocks: preferred.min(u64::from(u16::MAX)) as u32,
                     deallocate: true,
+                    active: Default::default(),
                 },
                 backend,
                 array: array_name,
@@ -390,6 +391,7 @@ impl Management for Api {
                         },
                         block_size: n.info.block_size,
                         blocks: n.info.blocks,
+                        active: n.info.active.get(),
                         read_ops: n.metrics.reads.load(Ordering::Relaxed),
                         write_ops: n.metrics.writes.load(Ordering::Relaxed),
                         read_bytes: n.metrics.bytes_read.load(Ordering::Relaxed),
@@ -494,6 +496,10 @@ impl Management for Api {
 
     fn cc_show(&self) -> Result<String, String> {
         Ok(self.shared.cc.show())
+    }
+
+    fn ns_set_active(&self, subsystem: &str, nsid: u32, active: bool) -> Result<String, String> {
+        self.shared.set_namespace_active(subsystem, nsid, active)
     }
 
     fn array_scrub(&self, array: &str) -> Result<String, String> {

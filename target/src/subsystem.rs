@@ -2,9 +2,14 @@
 //! limits every controller advertises.
 //!
 //! These are plain values built once from the configuration (the binary's `main` parses files;
-//! this library takes structs) and shared read-only by every controller.
+//! this library takes structs) and shared read-only by every controller. The one thing that
+//! changes at run time is whether a configured namespace is active ([`NsActive`]): the operator
+//! disables and re-enables it (as nvmet's configfs `enable` does), and every clone of its
+//! [`NamespaceInfo`] sees the change at once.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use raidline_proto::text::Nqn;
 
@@ -24,6 +29,37 @@ pub struct NamespaceIds {
     pub uuid: [u8; 16],
 }
 
+/// Whether a configured namespace is active. Clones share the flag: the registry's subsystem,
+/// the daemon's namespace table and every controller see one value. A namespace starts active.
+#[derive(Clone, Debug)]
+pub struct NsActive(Arc<AtomicBool>);
+
+impl Default for NsActive {
+    fn default() -> Self {
+        NsActive(Arc::new(AtomicBool::new(true)))
+    }
+}
+
+impl NsActive {
+    /// Whether the namespace is active now.
+    pub fn get(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Activates or deactivates it; returns the previous state.
+    pub fn set(&self, active: bool) -> bool {
+        self.0.swap(active, Ordering::AcqRel)
+    }
+}
+
+impl PartialEq for NsActive {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl Eq for NsActive {}
+
 /// One namespace as controllers describe it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NamespaceInfo {
@@ -40,6 +76,8 @@ pub struct NamespaceInfo {
     pub preferred_write_blocks: u32,
     /// Whether Dataset Management deallocate and Write Zeroes with deallocate are supported.
     pub deallocate: bool,
+    /// Whether it is active (served); an inactive namespace keeps its nsid and identifiers.
+    pub active: NsActive,
 }
 
 impl NamespaceInfo {
@@ -84,9 +122,24 @@ pub struct Subsystem {
 }
 
 impl Subsystem {
-    /// The namespace with id `nsid`.
+    /// The active namespace with id `nsid`.
     pub fn namespace(&self, nsid: u32) -> Option<&NamespaceInfo> {
+        self.configured(nsid).filter(|n| n.active.get())
+    }
+
+    /// The configured namespace with id `nsid`, active or not.
+    pub fn configured(&self, nsid: u32) -> Option<&NamespaceInfo> {
         self.namespaces.iter().find(|n| n.nsid == nsid)
+    }
+
+    /// The active namespaces, in nsid order.
+    pub fn active_namespaces(&self) -> impl Iterator<Item = &NamespaceInfo> {
+        self.namespaces.iter().filter(|n| n.active.get())
+    }
+
+    /// The highest configured nsid (Identify Controller's NN); 0 without namespaces.
+    pub fn max_nsid(&self) -> u32 {
+        self.namespaces.iter().map(|n| n.nsid).max().unwrap_or(0)
     }
 }
 

@@ -59,6 +59,7 @@ fn start<F: Fabric>(fabric: F, cc: CcSpec) -> Target {
                 ids: raidline_target::identity::for_file(SUBNQN, 1, "null"),
                 preferred_write_blocks: 1,
                 deallocate: true,
+                active: Default::default(),
             },
             backend: Backend::Null(NULL_BYTES),
             array: None,

@@ -13,7 +13,9 @@
 #  4. crash: raidline is SIGKILLed while the host writes files (each fsynced before its checksum is
 #     recorded), restarted; the host reconnects by itself, the writer finishes, fsck is clean and
 #     every acknowledged file's checksum is equal; the namespace identifiers did not change;
-#  5. `raidline status` and the metrics endpoint answer; SIGTERM stops it cleanly;
+#  5. `raidline status` and the metrics endpoint answer; `raidline ns disable` makes the host drop
+#     the namespace (namespace-change notice), `ns enable` brings it back with the same NGUID
+#     and the same files; SIGTERM stops it cleanly;
 #  6. the kernel's nvmet-rdma over md RAID-5 on the same drives runs the same fio jobs; a table
 #     prints both with the ratio raidline/kernel of IOPS and p99 latency.
 set -euo pipefail
@@ -129,6 +131,21 @@ exec 3<&-
 grep -q '^raidline_namespace_reads_total' "$out/metrics.txt" || grep -q '^raidline_' "$out/metrics.txt" ||
   lab_fail "metrics endpoint"
 grep -E '^raidline_payload_bytes_copied' "$out/metrics.txt" || true
+
+lab_log "namespace change: ns disable → the host drops $dev; ns enable → it is back"
+rl cli ns disable "$nqn" 1
+for _ in $(seq 300); do [ -b "$dev" ] || break; sleep 0.1; done
+[ -b "$dev" ] && lab_fail "the host still has $dev 30 s after ns disable (no namespace-change notice?)"
+rl status | grep -q "(disabled)" || lab_fail "status does not show the namespace disabled"
+lab_log "host dropped $dev: $(dmesg | grep -E 'rescanning|nvme' | tail -n 2 | tr '\n' ' ')"
+rl cli ns enable "$nqn" 1
+dev=$(lab_nvme_dev "$nqn" 30)
+mount -o ro "$dev" /mnt/rl
+(cd /mnt/rl/data && sha256sum -c --quiet "$out/files.sha256") || lab_fail "checksums after ns enable"
+umount /mnt/rl
+nvme id-ns "$dev" -o json | jq -e --arg g "$nguid" '.nguid == $g' > /dev/null ||
+  lab_fail "NGUID changed across ns disable/enable"
+lab_log "namespace back as $dev, same NGUID, checksums equal"
 
 nvme disconnect -n "$nqn" | grep -q 'disconnected 1 controller' || lab_fail "nvme disconnect"
 rl stop

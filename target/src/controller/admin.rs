@@ -160,7 +160,7 @@ impl Controller {
             }
             Served::Nvm(s) => s,
         };
-        let nn = sub.namespaces.iter().map(|n| n.nsid).max().unwrap_or(0);
+        let nn = sub.max_nsid();
         let data = match c.cns {
             Cns::CONTROLLER => identify::nvm_controller(self.cntlid, &self.limits, sub)
                 .to_bytes()
@@ -171,7 +171,8 @@ impl Controller {
                 }
                 match sub.namespace(c.nsid) {
                     Some(ns) => identify::namespace(ns).to_bytes(),
-                    // A valid but inactive NSID reads as zeroes.
+                    // A valid but inactive NSID (not configured, or disabled by the operator)
+                    // reads as zeroes.
                     None => vec![0; IDENTIFY_DATA_LEN],
                 }
             }
@@ -179,7 +180,7 @@ impl Controller {
                 if c.nsid >= 0xFFFF_FFFE {
                     return Err(dnr(StatusCode::INVALID_NAMESPACE));
                 }
-                ActiveNsList::after(c.nsid, sub.namespaces.iter().map(|n| n.nsid))
+                ActiveNsList::after(c.nsid, sub.active_namespaces().map(|n| n.nsid))
                     .to_bytes()
                     .map_err(internal)?
             }

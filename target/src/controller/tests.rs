@@ -38,6 +38,7 @@ fn sub() -> Arc<Subsystem> {
             },
             preferred_write_blocks: 48,
             deallocate: true,
+            active: Default::default(),
         }],
     })
 }

@@ -27,6 +27,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use raidline_fabric::{ConnId, ConnectionManager, Fabric, FabricError};
+use raidline_proto::aen::{AsyncEvent, NoticeEvent};
 use raidline_proto::text::Nqn;
 use raidline_raid::{Array, Throttle};
 
@@ -127,6 +128,61 @@ pub struct Shared {
     /// What each poller publishes about its queues, by connection (removed when one closes).
     pub queue_stats: Mutex<HashMap<ConnId, Arc<QueueStats>>>,
     pub(crate) to_control: Sender<ControlMsg>,
+}
+
+impl Shared {
+    /// Activates or deactivates namespace `nsid` of subsystem `subnqn` at run time (the
+    /// operator's `raidline ns enable|disable`, like nvmet's configfs `enable`). A deactivated
+    /// namespace leaves the active list, reads as zeroes in Identify and answers I/O with
+    /// *Internal Path Error*; commands already accepted finish normally. Every controller of
+    /// the subsystem gets a Namespace Attribute Changed notice with `nsid` in its Changed
+    /// Namespace List, so a Linux host rescans and removes or re-adds the block device. The
+    /// state is not persisted: a restart serves every configured namespace.
+    pub fn set_namespace_active(
+        &self,
+        subnqn: &str,
+        nsid: u32,
+        active: bool,
+    ) -> Result<String, String> {
+        let what = if active { "enabled" } else { "disabled" };
+        let Some(ns) = self
+            .namespaces
+            .iter()
+            .find(|n| n.subnqn.as_str() == subnqn && n.info.nsid == nsid)
+        else {
+            let known: Vec<String> = self
+                .namespaces
+                .iter()
+                .map(|n| format!("{} nsid {}", n.subnqn, n.info.nsid))
+                .collect();
+            return Err(format!(
+                "no namespace {nsid} in subsystem {subnqn} (configured: {})",
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            ));
+        };
+        if ns.info.active.set(active) == active {
+            return Ok(format!("namespace {nsid} of {subnqn} is already {what}"));
+        }
+        let notice = AsyncEvent::notice(NoticeEvent::NS_ATTRIBUTE_CHANGED);
+        let mut told = 0usize;
+        let ctrls = self.controllers.lock().unwrap_or_else(|p| p.into_inner());
+        for e in ctrls.values().filter(|e| e.subnqn == subnqn) {
+            let mut c = e.ctrl.lock().unwrap_or_else(|p| p.into_inner());
+            c.post_event(notice, &[nsid]);
+            told += 1;
+        }
+        drop(ctrls);
+        tracing::info!(
+            "namespace {nsid} of {subnqn} {what} by the operator; {told} controller(s) sent a namespace-change notice"
+        );
+        Ok(format!(
+            "namespace {nsid} of {subnqn} {what}; {told} controller(s) notified"
+        ))
+    }
 }
 
 impl std::fmt::Debug for Shared {

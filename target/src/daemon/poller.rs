@@ -852,7 +852,7 @@ impl<F: Fabric> Poller<F> {
             return self.respond(q, req, st, 0);
         };
         let v = io::validate(&req.sqe, &self.shared.limits, req.icd_len, |nsid| {
-            sub.namespace(nsid)
+            sub.configured(nsid)
         });
         let r = match v {
             Ok(r) => r,
@@ -906,8 +906,7 @@ impl<F: Fabric> Poller<F> {
             }
             IoRequest::Flush { nsid } => {
                 let nss: VecDeque<usize> = if nsid == 0xFFFF_FFFF {
-                    sub.namespaces
-                        .iter()
+                    sub.active_namespaces()
                         .filter_map(|n| ns_of(n.nsid))
                         .collect()
                 } else {

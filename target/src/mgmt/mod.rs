@@ -136,6 +136,9 @@ pub struct NamespaceStatus {
     pub block_size: u32,
     /// Size in logical blocks.
     pub blocks: u64,
+    /// Whether it is active (`raidline ns enable|disable`).
+    #[serde(default = "yes")]
+    pub active: bool,
     /// Read commands completed.
     pub read_ops: u64,
     /// Write commands completed.
@@ -180,6 +183,10 @@ pub struct QueueStatus {
     /// Smoothed RTT (NaN before the first sample; sent as JSON null).
     #[serde(deserialize_with = "f64_or_null")]
     pub rtt_us: f64,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// serde_json writes a non-finite float as `null`; read it back as NaN.
@@ -230,6 +237,20 @@ pub enum Request {
     },
     /// The congestion-control algorithm and its parameters.
     CcShow,
+    /// Activate a namespace (and tell the subsystem's hosts).
+    NsEnable {
+        /// Subsystem NQN.
+        subsystem: String,
+        /// Namespace id.
+        nsid: u32,
+    },
+    /// Deactivate a namespace (and tell the subsystem's hosts).
+    NsDisable {
+        /// Subsystem NQN.
+        subsystem: String,
+        /// Namespace id.
+        nsid: u32,
+    },
 }
 
 /// The daemon's answer to one [`Request`].
@@ -279,6 +300,8 @@ pub trait Management: Send + Sync + 'static {
     fn cc_set(&self, param: &str, value: f64) -> Result<String, String>;
     /// The algorithm and its parameters (values, ranges, meanings) as text.
     fn cc_show(&self) -> Result<String, String>;
+    /// Activates (`true`) or deactivates namespace `nsid` of `subsystem`.
+    fn ns_set_active(&self, subsystem: &str, nsid: u32, active: bool) -> Result<String, String>;
 }
 
 /// Runs one request against `api`.
@@ -297,6 +320,8 @@ pub fn dispatch(api: &dyn Management, req: &Request) -> Response {
         Request::ArrayScrub { array } => api.array_scrub(array),
         Request::CcSet { param, value } => api.cc_set(param, *value),
         Request::CcShow => api.cc_show(),
+        Request::NsEnable { subsystem, nsid } => api.ns_set_active(subsystem, *nsid, true),
+        Request::NsDisable { subsystem, nsid } => api.ns_set_active(subsystem, *nsid, false),
     };
     match outcome {
         Ok(m) => Response::done(m),

@@ -84,7 +84,11 @@ fn subsystem(out: &mut String, s: &SubsystemStatus) {
     for n in &s.namespaces {
         rows.push(vec![
             n.nsid.to_string(),
-            n.backing.clone(),
+            if n.active {
+                n.backing.clone()
+            } else {
+                format!("{} (disabled)", n.backing)
+            },
             n.block_size.to_string(),
             bytes(n.blocks.saturating_mul(u64::from(n.block_size))),
             n.read_ops.to_string(),

@@ -80,6 +80,17 @@ impl Management for Fake {
     fn cc_show(&self) -> Result<String, String> {
         Ok("algorithm: fixed".into())
     }
+    fn ns_set_active(&self, subsystem: &str, nsid: u32, active: bool) -> Result<String, String> {
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("ns {subsystem} {nsid} {active}"));
+        if nsid == 1 {
+            Ok(format!("namespace {nsid} of {subsystem} changed"))
+        } else {
+            Err(format!("no namespace {nsid} in subsystem {subsystem}"))
+        }
+    }
 }
 
 /// A status report with every part filled in.
@@ -132,6 +143,7 @@ pub(crate) fn sample() -> StatusReport {
                 backing: "array array0".into(),
                 block_size: 4096,
                 blocks: 805_306_368,
+                active: true,
                 read_ops: 123_456,
                 write_ops: 654_321,
                 read_bytes: 505_679_872,

@@ -165,6 +165,7 @@ pub fn spec_for(
         ids: raidline_target::identity::for_array(array.uuid().0, 1),
         preferred_write_blocks: geo.stripe_data_blocks() as u32,
         deallocate: true,
+        active: Default::default(),
     };
     let mut spec = TargetSpec::new(limits);
     spec.listen = vec![addr];
