@@ -471,7 +471,10 @@ impl Array {
             if let Some(rep) = replace.as_mut() {
                 rep.next = rep.next.min(first_dirty);
             }
-            if newest.replace.is_some_and(|rec| rebuild.is_some_and(|(r, _)| r == rec.role)) {
+            if newest
+                .replace
+                .is_some_and(|rec| rebuild.is_some_and(|(r, _)| r == rec.role))
+            {
                 rebuild = rebuild.map(|(r, c)| (r, c.min(first_dirty)));
             }
         }

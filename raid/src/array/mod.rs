@@ -679,7 +679,11 @@ impl Array {
                 }
             }
             if let Some(r) = &st.replace {
-                buf.copy_from_slice(&self.superblock(st, Role::Replacement(r.role), r.uuid).encode());
+                buf.copy_from_slice(
+                    &self
+                        .superblock(st, Role::Replacement(r.role), r.uuid)
+                        .encode(),
+                );
                 bad_replacement = r
                     .member
                     .write_at(0, &buf)
