@@ -347,11 +347,16 @@ impl Array {
                 continue;
             }
             let was_dirty = sb.dirty;
-            // A replacement whose hand-over was torn (the table already names it the owner,
-            // its own superblock missed the last update) holds the role.
-            let role = match sb.role {
-                Role::Replacement(r) if slots[r].uuid == sb.member_uuid => Role::Active(r),
-                other => other,
+            // Torn update: the newest table already gives this member a role that its own
+            // superblock (one behind) does not show yet — a replacement handed the role, or
+            // a spare or replacement taken to rebuild a failed role. It holds that role. (The
+            // update that first names a rebuild target records checkpoint 0, and a hand-over
+            // flushes the replacement before any superblock says so, so nothing is trusted
+            // that the member may not hold.)
+            let owner_of = slots.iter().position(|s| s.uuid == sb.member_uuid);
+            let role = match (sb.role, owner_of) {
+                (Role::Replacement(_) | Role::Spare, Some(k)) => Role::Active(k),
+                (other, _) => other,
             };
             match role {
                 Role::Spare => spares.push((m, sb.member_uuid)),

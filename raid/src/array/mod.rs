@@ -584,13 +584,16 @@ impl Array {
         st.ppl_epoch += 1;
         match st.replace.take() {
             // The replaced member failed mid-copy: the new member holds every stripe below
-            // the copy checkpoint, so it becomes the role's rebuild target from there.
-            Some(r) if r.role == role && st.rebuild.is_none() => {
+            // the copy checkpoint (once flushed), so it becomes the role's rebuild target
+            // from there.
+            Some(r) if r.role == role && st.rebuild.is_none() && r.member.flush().is_ok() => {
                 st.slots[role].member = Some(r.member);
                 st.slots[role].uuid = r.uuid;
                 st.slots[role].state = SlotState::Rebuilding;
                 st.rebuild = Some((role, r.next));
             }
+            // The new member failed its flush: it is dropped too.
+            Some(r) if r.role == role => {}
             // Another role failed: the new member is more use as a spare for it.
             Some(r) => st.spares.push((r.member, r.uuid)),
             None => {}

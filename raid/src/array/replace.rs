@@ -275,11 +275,20 @@ impl Array {
                 return Ok(None);
             }
             let end = first + count;
-            if end >= self.geo.stripes() {
-                // Bits set since the copy started reached the old members only. (Bits set
-                // from here to the hand-over are still on every other member, and assembly
-                // ORs all copies.) Taken before the state lock: the bitmap's lock comes first.
-                if let Err(e) = self.write_bitmap_copy(&*target) {
+            let last = end >= self.geo.stripes();
+            if last || end / CHECKPOINT_STRIPES != first / CHECKPOINT_STRIPES {
+                // What a persisted checkpoint (or the hand-over) covers must be on the new
+                // member's media before any superblock says so: a torn update may miss its
+                // own flush. At the end, also the bits set since the copy started (they went
+                // to the old members only; bits set from here to the hand-over are still on
+                // every other member, and assembly ORs all copies). Before the state lock:
+                // the bitmap's lock comes first.
+                let done = if last {
+                    self.write_bitmap_copy(&*target)
+                } else {
+                    target.flush()
+                };
+                if let Err(e) = done {
                     self.fail_member(MemberIdx(role), &*target, &e)?;
                     return Ok(None);
                 }
@@ -291,7 +300,7 @@ impl Array {
             if !same {
                 return Ok(None);
             }
-            if end >= self.geo.stripes() {
+            if last {
                 self.hand_over(&mut st)?;
             } else {
                 if let Some(r) = st.replace.as_mut() {

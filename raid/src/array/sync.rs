@@ -379,6 +379,15 @@ impl Array {
                 return Ok(None);
             }
             let next = first + count;
+            if next >= self.geo.stripes() || next / CHECKPOINT_STRIPES != first / CHECKPOINT_STRIPES
+            {
+                // What a persisted checkpoint covers must be on the target's media before any
+                // member's superblock says so (a torn update may miss the target's own flush).
+                if let Err(e) = target.flush() {
+                    self.fail_member(MemberIdx(role), target, &e)?;
+                    return Ok(None);
+                }
+            }
             let mut st = self.write_state();
             if next >= self.geo.stripes() {
                 st.rebuild = None;

@@ -1259,10 +1259,21 @@ fn hot_replace_resumes_after_restart_and_recopies_dirty_regions() {
     // A clean stop keeps the exact position.
     a.stop().unwrap();
     drop(a);
-    let a = assemble_from(&r.mems, &[&new]).array;
+    let mut cands: Vec<Arc<dyn Member>> = r
+        .mems
+        .iter()
+        .map(|m| Arc::new(m.clone()) as Arc<dyn Member>)
+        .collect();
+    let wrapped = FaultyMember::new(Arc::new(new.clone()), 5);
+    let power = wrapped.handle();
+    cands.push(Arc::new(wrapped));
+    let a = Array::assemble(cands, None, Arc::new(CpuXor::detect()))
+        .unwrap()
+        .array;
     assert_eq!(a.replace_status().unwrap().copied_stripes, 74);
-    // A write to stripe 20 (bitmap region 16..24), then a crash: the copy goes back to the
-    // region's start, since the write may have reached only one of old and new.
+    // A write to stripe 20 (bitmap region 16..24) that reaches the old member but not the
+    // new one (its power goes first), then a crash: the copy goes back to the region's start.
+    power.inject(Fault::DropWritesAfter { writes: 0 });
     let data = pattern(132, 4096);
     a.write(&mut SyncExecutor, ArrayBlock(40), &data).unwrap();
     model[40 * 4096..41 * 4096].copy_from_slice(&data);
