@@ -1357,3 +1357,35 @@ fn replace_is_refused_when_it_cannot_keep_redundancy() {
     let err = r.array.replace(MemberIdx(1), other).unwrap_err();
     assert!(err.to_string().contains("degraded"), "{err}");
 }
+
+#[test]
+fn torn_hand_over_leaves_the_new_member_holding_the_role() {
+    let r = rig_stripes(4, 16);
+    let mut model = vec![0u8; r.array.geometry().capacity_bytes() as usize];
+    exercise(&r, 151, 20, &mut model);
+    let (new, h, disk) = new_disk("new", 16);
+    r.array.replace(MemberIdx(3), disk).unwrap();
+    r.array.rebuild_step(&mut SyncExecutor, 8).unwrap();
+    // The last round writes 8 chunks and the bitmap to the new member, then the hand-over
+    // writes superblocks in role order: power fails after m0, m1 and m2 got theirs.
+    let switch = crate::member::PowerSwitch::after(8 + 1 + 3);
+    for f in r.faults.iter().chain([&h]) {
+        f.inject(Fault::PowerLoss(switch.clone()));
+    }
+    r.array.rebuild_step(&mut SyncExecutor, 8).unwrap();
+    assert!(switch.is_cut());
+    let sb_new = Superblock::decode(&new.snapshot()[..SB_BYTES]).unwrap();
+    let sb_m0 = Superblock::decode(&r.mems[0].snapshot()[..SB_BYTES]).unwrap();
+    assert_eq!(sb_new.role, Role::Replacement(3));
+    assert_eq!(sb_m0.role_uuids[3], sb_new.member_uuid);
+    assert_eq!(sb_m0.events, sb_new.events + 1);
+    let asm = assemble_from(&r.mems, &[&new]);
+    let refused = refusals(&asm);
+    assert!(refused.len() == 1 && refused[0].0 == "m3", "{refused:?}");
+    let a = asm.array;
+    assert_eq!(a.member_names()[3].as_deref(), Some("new"));
+    assert!(a.degraded_roles().is_empty());
+    assert_eq!(read_all(&a).unwrap(), model);
+    a.set_faulty(MemberIdx(0)).unwrap();
+    assert_eq!(read_all(&a).unwrap(), model);
+}
