@@ -10,6 +10,12 @@
 //! typed [`SuperblockError`]; nothing panics. The event counter increases on every
 //! superblock update, so among members of one array the highest count is current and a
 //! lower count means the member missed updates (stale).
+//!
+//! Hot replace: while a role is being copied onto a new member, every member's table records
+//! the copy (role, first stripe not yet copied, the new member's UUID) and the new member's
+//! own role is [`Role::Replacement`]; once the copy is done the new member holds the role and
+//! the old one's last superblock says [`Role::Former`], so assembly refuses it. Superblocks
+//! written before hot replace existed have zeros there, which read as "no copy running".
 
 use crate::error::SuperblockError;
 use crate::geometry::{BlockSize, ChunkSize};
@@ -25,6 +31,10 @@ const VERSION: u32 = 1;
 const ROLE_SPARE: u32 = u32::MAX;
 /// "No rebuild in progress".
 const NO_REBUILD: u32 = u32::MAX;
+/// Role flag: the member is the replacement being copied for role `r` (low bits).
+const ROLE_REPLACEMENT: u32 = 0x4000_0000;
+/// Role flag: the member held role `r` (low bits) until a replacement took it over.
+const ROLE_FORMER: u32 = 0x2000_0000;
 
 /// Field offsets within the superblock.
 mod field {
@@ -49,6 +59,12 @@ mod field {
     pub const REBUILD_CHECKPOINT: usize = 0x088;
     pub const RESYNC_CHECKPOINT: usize = 0x090;
     pub const PPL_EPOCH: usize = 0x098;
+    /// Role being copied onto a replacement, plus one (0: no copy running).
+    pub const REPLACE_ROLE: usize = 0x0A0;
+    /// First stripe not yet copied onto the replacement.
+    pub const REPLACE_CHECKPOINT: usize = 0x0A8;
+    /// Member UUID of the replacement.
+    pub const REPLACE_UUID: usize = 0x0B0;
     /// One byte per role: [`super::SlotState`].
     pub const ROLE_STATES: usize = 0x100;
     /// 16 bytes per role: the member UUID holding that role.
@@ -93,6 +109,22 @@ pub enum Role {
     Active(usize),
     /// A hot spare.
     Spare,
+    /// The replacement being filled for role `n` (hot replace); the role's current member
+    /// still serves it.
+    Replacement(usize),
+    /// Held role `n` until a hot replace handed it to a new member; holds nothing now.
+    Former(usize),
+}
+
+/// A hot replace in progress, as recorded in every member's table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplaceRecord {
+    /// Role being copied.
+    pub role: usize,
+    /// First stripe not yet copied (everything below is valid on the replacement).
+    pub next: u64,
+    /// Member UUID of the replacement.
+    pub member: Uuid,
 }
 
 /// State of a role, as recorded in the member table.
@@ -167,6 +199,8 @@ pub struct Superblock {
     pub resync_checkpoint: Option<u64>,
     /// Partial-parity-log epoch: log entries of other epochs are void.
     pub ppl_epoch: u64,
+    /// Hot replace in progress, if any.
+    pub replace: Option<ReplaceRecord>,
     /// State of every role.
     pub role_states: Vec<SlotState>,
     /// Member UUID holding every role.
@@ -184,6 +218,8 @@ impl Superblock {
         let role = match self.role {
             Role::Active(r) => r as u32,
             Role::Spare => ROLE_SPARE,
+            Role::Replacement(r) => ROLE_REPLACEMENT | r as u32,
+            Role::Former(r) => ROLE_FORMER | r as u32,
         };
         put32(&mut b, field::ROLE, role);
         put32(&mut b, field::MEMBERS, self.members as u32);
@@ -211,6 +247,11 @@ impl Superblock {
             self.resync_checkpoint.unwrap_or(u64::MAX),
         );
         put64(&mut b, field::PPL_EPOCH, self.ppl_epoch);
+        if let Some(rep) = &self.replace {
+            put32(&mut b, field::REPLACE_ROLE, rep.role as u32 + 1);
+            put64(&mut b, field::REPLACE_CHECKPOINT, rep.next);
+            b[field::REPLACE_UUID..field::REPLACE_UUID + 16].copy_from_slice(&rep.member.0);
+        }
         for (i, s) in self.role_states.iter().take(MAX_MEMBERS).enumerate() {
             b[field::ROLE_STATES + i] = s.to_byte();
         }
@@ -250,6 +291,12 @@ impl Superblock {
         let role = match get32(b, field::ROLE) {
             ROLE_SPARE => Role::Spare,
             r if (r as usize) < members => Role::Active(r as usize),
+            r if r & !ROLE_REPLACEMENT < members as u32 && r & ROLE_REPLACEMENT != 0 => {
+                Role::Replacement((r & !ROLE_REPLACEMENT) as usize)
+            }
+            r if r & !ROLE_FORMER < members as u32 && r & ROLE_FORMER != 0 => {
+                Role::Former((r & !ROLE_FORMER) as usize)
+            }
             r => {
                 return Err(SuperblockError::BadField {
                     field: "role",
@@ -283,6 +330,20 @@ impl Superblock {
             }
         };
         let resync = get64(b, field::RESYNC_CHECKPOINT);
+        let replace = match get32(b, field::REPLACE_ROLE) {
+            0 => None,
+            r if (r as usize) <= members => Some(ReplaceRecord {
+                role: r as usize - 1,
+                next: get64(b, field::REPLACE_CHECKPOINT),
+                member: uuid(field::REPLACE_UUID),
+            }),
+            r => {
+                return Err(SuperblockError::BadField {
+                    field: "replace role",
+                    value: u64::from(r),
+                })
+            }
+        };
         let role_states = (0..members)
             .map(|i| SlotState::from_byte(b[field::ROLE_STATES + i]))
             .collect::<Result<Vec<_>, _>>()?;
@@ -345,6 +406,7 @@ impl Superblock {
             rebuild,
             resync_checkpoint: (resync != u64::MAX).then_some(resync),
             ppl_epoch: get64(b, field::PPL_EPOCH),
+            replace,
             role_states,
             role_uuids: (0..members)
                 .map(|i| uuid(field::ROLE_UUIDS + 16 * i))
@@ -399,6 +461,11 @@ mod tests {
             rebuild: Some((1, 77)),
             resync_checkpoint: None,
             ppl_epoch: 5,
+            replace: Some(ReplaceRecord {
+                role: 3,
+                next: 1234,
+                member: Uuid([5; 16]),
+            }),
             role_states: vec![
                 SlotState::Active,
                 SlotState::Rebuilding,
@@ -426,6 +493,38 @@ mod tests {
             ..sample()
         };
         assert_eq!(Superblock::decode(&spare.encode()).unwrap(), spare);
+        for role in [Role::Replacement(3), Role::Former(0), Role::Active(3)] {
+            let sb = Superblock {
+                role,
+                replace: None,
+                ..sample()
+            };
+            assert_eq!(Superblock::decode(&sb.encode()).unwrap(), sb);
+        }
+    }
+
+    #[test]
+    fn superblocks_from_before_hot_replace_read_as_no_copy_running() {
+        let mut b = Superblock {
+            replace: None,
+            ..sample()
+        }
+        .encode();
+        assert!(b[field::REPLACE_ROLE..field::REPLACE_UUID + 16]
+            .iter()
+            .all(|&x| x == 0));
+        assert_eq!(Superblock::decode(&b).unwrap().replace, None);
+        // A replacement of a role the array does not have is refused.
+        put32(&mut b, field::REPLACE_ROLE, 5 + 1);
+        let crc = crc32c(&b[..field::CRC]);
+        put32(&mut b, field::CRC, crc);
+        assert!(matches!(
+            Superblock::decode(&b),
+            Err(SuperblockError::BadField {
+                field: "replace role",
+                ..
+            })
+        ));
     }
 
     #[test]
@@ -491,6 +590,8 @@ mod tests {
                 put32(&mut raw, field::ROLE, if role == members { ROLE_SPARE } else { role });
                 let rr = u32::from(raw[field::REBUILD_ROLE]) % (members + 1);
                 put32(&mut raw, field::REBUILD_ROLE, if rr == members { NO_REBUILD } else { rr });
+                let rep = u32::from(raw[field::REPLACE_ROLE]) % (members + 1);
+                put32(&mut raw, field::REPLACE_ROLE, rep);
                 for i in 0..members as usize {
                     raw[field::ROLE_STATES + i] %= 3;
                 }

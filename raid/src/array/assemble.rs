@@ -9,6 +9,14 @@
 //! The newest superblock's member table is the truth; roles it lists as active but that no
 //! acceptable member holds become failed. Two or more missing roles: the array does not
 //! start, and the error lists every refusal.
+//!
+//! Hot replace: a member whose superblock says it is the replacement the newest table
+//! records resumes its copy — from the recorded checkpoint after a clean stop, from the first
+//! dirty bitmap region below it after an unclean one (a mirrored write there may have reached
+//! only one of the two). If the replaced member is missing, the replacement becomes the
+//! role's rebuild target from that point instead; if any other role is missing, it becomes a
+//! spare. A member whose superblock says [`Role::Former`] (it handed its role over), or a
+//! replacement the table no longer records, is refused as replaced.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, RwLock};
@@ -139,6 +147,7 @@ impl Array {
             rebuild: None,
             resync,
             ppl_epoch: 0,
+            replace: None,
         };
         let array = Array::from_parts(geo, meta, uuid, parity, inner, Some(bits));
         {
@@ -306,6 +315,7 @@ impl Array {
             })
             .collect();
         let mut spares = Vec::new();
+        let mut replacement: Option<Arc<dyn Member>> = None;
         let mut names: Vec<Option<String>> = vec![None; newest.members];
         let mut any_dirty = newest.dirty;
         for (m, sb) in mine {
@@ -337,8 +347,36 @@ impl Array {
                 continue;
             }
             let was_dirty = sb.dirty;
-            match sb.role {
+            // Torn update: the newest table already gives this member a role that its own
+            // superblock (one behind) does not show yet — a replacement handed the role, or
+            // a spare or replacement taken to rebuild a failed role. It holds that role. (The
+            // update that first names a rebuild target records checkpoint 0, and a hand-over
+            // flushes the replacement before any superblock says so, so nothing is trusted
+            // that the member may not hold.)
+            let owner_of = slots.iter().position(|s| s.uuid == sb.member_uuid);
+            let role = match (sb.role, owner_of) {
+                (Role::Replacement(_) | Role::Spare, Some(k)) => Role::Active(k),
+                (other, _) => other,
+            };
+            match role {
                 Role::Spare => spares.push((m, sb.member_uuid)),
+                Role::Replacement(r)
+                    if replacement.is_none()
+                        && newest
+                            .replace
+                            .is_some_and(|rec| rec.role == r && rec.member == sb.member_uuid) =>
+                {
+                    replacement = Some(m);
+                }
+                Role::Replacement(r) | Role::Former(r) => refuse(
+                    &mut refused,
+                    &m,
+                    RefuseReason::Replaced {
+                        role: r,
+                        owner: slots[r].uuid,
+                        found: sb.member_uuid,
+                    },
+                ),
                 Role::Active(r) => {
                     if slots[r].state == SlotState::Failed {
                         refuse(&mut refused, &m, RefuseReason::MarkedFailed { role: r });
@@ -363,12 +401,39 @@ impl Array {
                 }
             }
         }
+        // The hot replace recorded in the newest table, if its new member is here.
+        let mut replace = None;
+        let mut rebuild = newest.rebuild;
+        let mut ppl_epoch = newest.ppl_epoch;
+        if let (Some(rec), Some(m)) = (newest.replace, replacement) {
+            let others_ok = rebuild.is_none()
+                && (0..slots.len()).all(|r| {
+                    r == rec.role
+                        || (slots[r].member.is_some() && slots[r].state == SlotState::Active)
+                });
+            let r = rec.role;
+            if !others_ok {
+                spares.push((m, rec.member));
+            } else if slots[r].member.is_some() && slots[r].state == SlotState::Active {
+                replace = Some(super::Replacing {
+                    role: r,
+                    member: m,
+                    uuid: rec.member,
+                    next: rec.next,
+                });
+            } else {
+                // The replaced member is gone: the copy goes on as a rebuild.
+                slots[r].member = Some(m);
+                slots[r].uuid = rec.member;
+                slots[r].state = SlotState::Rebuilding;
+                rebuild = Some((r, rec.next));
+                ppl_epoch += 1;
+            }
+        }
         // The role that was already missing when the array stopped (PPL entries cover it).
         let down_at_stop: Vec<usize> = (0..slots.len())
             .filter(|&r| newest.role_states[r] != SlotState::Active)
             .collect();
-        let mut rebuild = newest.rebuild;
-        let mut ppl_epoch = newest.ppl_epoch;
         for (r, slot) in slots.iter_mut().enumerate() {
             if slot.member.is_none() && slot.state != SlotState::Failed {
                 slot.state = SlotState::Failed;
@@ -402,6 +467,22 @@ impl Array {
             }
         }
         let dirty = any_dirty;
+        if dirty {
+            // A write mirrored to the hot-replace member may have reached only one of the two
+            // (or its cache) before the stop: copy again from the first dirty region.
+            let first_dirty = (0..bits.len() * 8)
+                .find(|&i| bits[i / 8] & (1 << (i % 8)) != 0)
+                .map_or(u64::MAX, |i| i as u64 * meta.bitmap_region_stripes);
+            if let Some(rep) = replace.as_mut() {
+                rep.next = rep.next.min(first_dirty);
+            }
+            if newest
+                .replace
+                .is_some_and(|rec| rebuild.is_some_and(|(r, _)| r == rec.role))
+            {
+                rebuild = rebuild.map(|(r, c)| (r, c.min(first_dirty)));
+            }
+        }
         let resync_pending = dirty && !degraded;
         let mut write_hole_exposed = dirty && degraded;
         let ppl_layout = super::ppl::PplLayout::new(&meta, &geo);
@@ -450,6 +531,7 @@ impl Array {
             rebuild,
             resync: if resync_pending { Some(0) } else { None },
             ppl_epoch,
+            replace,
         };
         let array = Array::from_parts(geo, meta, uuid, parity, inner, Some(bits));
         {

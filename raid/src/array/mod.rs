@@ -12,10 +12,13 @@
 //! - superblock updates happen under the state write lock, each one bumps the event counter
 //!   and goes to every present member (failed members are not written, so they go stale);
 //! - a write-intent bitmap bit is durable on every member before any write to its region
-//!   starts (see [`bitmap`]).
+//!   starts (see [`bitmap`]);
+//! - a hot replace ([`replace`]) runs only while every role is Active: its new member gets
+//!   every write to the role in stripes already copied ([`View::mirror`]), so the role keeps
+//!   its redundancy until the new member takes it over.
 //!
 //! Sub-modules: [`read`] and [`write`] (the I/O paths), [`assemble`] (create and assemble),
-//! [`sync`] (rebuild, resync, scrub), [`bitmap`], [`locks`].
+//! [`sync`] (rebuild, resync, scrub), [`replace`] (hot replace), [`bitmap`], [`locks`].
 
 pub mod assemble;
 pub mod bitmap;
@@ -23,6 +26,7 @@ pub mod flush;
 pub mod locks;
 pub mod ppl;
 pub mod read;
+pub mod replace;
 pub mod sync;
 pub mod write;
 
@@ -33,10 +37,13 @@ use crate::error::{MemberError, RaidError};
 use crate::geometry::{BlockSize, ChunkSize, Geometry, MemberIdx, StripeIdx};
 use crate::member::{AlignedBuf, Member};
 use crate::parity::ParityEngine;
-use crate::superblock::{Role, SlotState, Superblock, Uuid, DEFAULT_DATA_OFFSET, SB_BYTES};
+use crate::superblock::{
+    ReplaceRecord, Role, SlotState, Superblock, Uuid, DEFAULT_DATA_OFFSET, SB_BYTES,
+};
 use crate::sys::buf::{BufferArena, IoBuf};
 
 pub use assemble::{AssembleOptions, Assembled};
+pub use replace::ReplaceStatus;
 pub use sync::{SyncKind, SyncProgress, Throttle};
 
 /// An engine scratch buffer (one chunk): from the registered arena while it lasts, else
@@ -155,6 +162,18 @@ pub(crate) struct Inner {
     pub resync: Option<u64>,
     /// Partial-parity-log epoch; changes whenever the set of missing roles changes.
     pub ppl_epoch: u64,
+    /// Hot replace in progress (only while every role is Active and no rebuild runs).
+    pub replace: Option<Replacing>,
+}
+
+/// A hot replace in progress: `member` is being filled with the data of `role`.
+#[derive(Debug, Clone)]
+pub(crate) struct Replacing {
+    pub role: usize,
+    pub member: Arc<dyn Member>,
+    pub uuid: Uuid,
+    /// First stripe not yet copied; advances only under that stripe's lock.
+    pub next: u64,
 }
 
 /// A request's snapshot of which members are usable.
@@ -163,9 +182,21 @@ pub(crate) struct View {
     pub members: Vec<Option<Arc<dyn Member>>>,
     pub states: Vec<SlotState>,
     pub rebuild: Option<(usize, u64)>,
+    /// Hot replace: role, new member, first stripe not yet copied.
+    pub replacement: Option<(usize, Arc<dyn Member>, u64)>,
 }
 
 impl View {
+    /// The member that a write to `role` in `stripe` must also reach: the hot-replace
+    /// member, in stripes it already holds (later ones are copied after the write, under
+    /// the same stripe lock).
+    pub fn mirror(&self, role: usize, stripe: StripeIdx) -> Option<&dyn Member> {
+        match &self.replacement {
+            Some((r, m, next)) if *r == role && stripe.0 < *next => Some(&**m),
+            _ => None,
+        }
+    }
+
     /// Whether `role` holds valid data for `stripe`.
     pub fn usable(&self, role: usize, stripe: StripeIdx) -> bool {
         self.members[role].is_some()
@@ -196,6 +227,7 @@ pub(crate) struct Counters {
     pub data_only: AtomicU64,
     pub degraded_read_segments: AtomicU64,
     pub member_failures: AtomicU64,
+    pub replace_reconstructed: AtomicU64,
 }
 
 /// Snapshot of the array's counters.
@@ -219,6 +251,9 @@ pub struct ArrayStats {
     pub degraded_read_segments: u64,
     /// Members marked failed.
     pub member_failures: u64,
+    /// Stripes a hot replace rebuilt from the other members because the old member
+    /// returned an error for them.
+    pub replace_reconstructed: u64,
 }
 
 /// A RAID-5 array. `Sync`: share it (`Arc`) between threads, each with its own executor.
@@ -277,6 +312,7 @@ impl Array {
             data_only: g(&c.data_only),
             degraded_read_segments: g(&c.degraded_read_segments),
             member_failures: g(&c.member_failures),
+            replace_reconstructed: g(&c.replace_reconstructed),
         }
     }
 
@@ -399,6 +435,10 @@ impl Array {
             members: st.slots.iter().map(|s| s.member.clone()).collect(),
             states: st.slots.iter().map(|s| s.state).collect(),
             rebuild: st.rebuild,
+            replacement: st
+                .replace
+                .as_ref()
+                .map(|r| (r.role, r.member.clone(), r.next)),
         })
     }
 
@@ -497,6 +537,19 @@ impl Array {
             .member
             .as_ref()
             .is_some_and(|m| std::ptr::addr_eq(Arc::as_ptr(m), member as *const dyn Member));
+        let is_replacement = st.replace.as_ref().is_some_and(|r| {
+            r.role == role.0
+                && std::ptr::addr_eq(Arc::as_ptr(&r.member), member as *const dyn Member)
+        });
+        if is_replacement {
+            // The new member of a hot replace failed: drop the copy; the old member still
+            // holds the role, so the array is as it was before the replace started.
+            self.counters
+                .member_failures
+                .fetch_add(1, Ordering::Relaxed);
+            st.replace = None;
+            return self.persist(&mut st);
+        }
         if !holds {
             if let Some((failed, c)) = &st.failed {
                 return Err(RaidError::ArrayFailed {
@@ -529,6 +582,22 @@ impl Array {
         st.slots[role].state = SlotState::Failed;
         st.slots[role].member = None;
         st.ppl_epoch += 1;
+        match st.replace.take() {
+            // The replaced member failed mid-copy: the new member holds every stripe below
+            // the copy checkpoint (once flushed), so it becomes the role's rebuild target
+            // from there.
+            Some(r) if r.role == role && st.rebuild.is_none() && r.member.flush().is_ok() => {
+                st.slots[role].member = Some(r.member);
+                st.slots[role].uuid = r.uuid;
+                st.slots[role].state = SlotState::Rebuilding;
+                st.rebuild = Some((role, r.next));
+            }
+            // The new member failed its flush: it is dropped too.
+            Some(r) if r.role == role => {}
+            // Another role failed: the new member is more use as a spare for it.
+            Some(r) => st.spares.push((r.member, r.uuid)),
+            None => {}
+        }
         let down: Vec<usize> = st
             .slots
             .iter()
@@ -572,24 +641,31 @@ impl Array {
             rebuild: st.rebuild,
             resync_checkpoint: st.resync,
             ppl_epoch: st.ppl_epoch,
+            replace: st.replace.as_ref().map(|r| ReplaceRecord {
+                role: r.role,
+                next: r.next,
+                member: r.uuid,
+            }),
             role_states: st.slots.iter().map(|s| s.state).collect(),
             role_uuids: st.slots.iter().map(|s| s.uuid).collect(),
         }
     }
 
-    /// Bumps the event counter and writes the superblock to every present member and spare.
-    /// A member whose superblock write fails is marked failed (and the update repeated).
+    /// Bumps the event counter and writes the superblock to every present member, spare and
+    /// hot-replace member. A member whose superblock write fails is marked failed (a spare
+    /// is dropped, a hot replace abandoned) and the update repeated.
     ///
     /// Every attempt is written to *all* other members even after one fails, so that the
     /// members that work never fall more than one event behind each other: a power cut during
     /// the repeated update then leaves a torn update (one behind), which assembly accepts, not
     /// members two events behind, which it must refuse as stale.
     pub(crate) fn persist(&self, st: &mut Inner) -> Result<(), RaidError> {
-        for _ in 0..=self.geo.members() + st.spares.len() {
+        for _ in 0..=self.geo.members() + st.spares.len() + 1 {
             st.events += 1;
             let mut buf = AlignedBuf::new(SB_BYTES, 4096);
             let mut bad_role = None;
             let mut bad_spare = None;
+            let mut bad_replacement = false;
             for (role, slot) in st.slots.iter().enumerate() {
                 let Some(m) = &slot.member else { continue };
                 buf.copy_from_slice(&self.superblock(st, Role::Active(role), slot.uuid).encode());
@@ -605,12 +681,30 @@ impl Array {
                     bad_spare = Some(i);
                 }
             }
-            match (bad_role, bad_spare) {
-                (Some((role, e)), _) => self.fail_locked(st, role, &e.to_string())?,
-                (None, Some(i)) => {
+            if let Some(r) = &st.replace {
+                buf.copy_from_slice(
+                    &self
+                        .superblock(st, Role::Replacement(r.role), r.uuid)
+                        .encode(),
+                );
+                bad_replacement = r
+                    .member
+                    .write_at(0, &buf)
+                    .and_then(|()| r.member.flush())
+                    .is_err();
+            }
+            match (bad_role, bad_spare, bad_replacement) {
+                (Some((role, e)), _, _) => self.fail_locked(st, role, &e.to_string())?,
+                (None, Some(i), _) => {
                     st.spares.remove(i);
                 }
-                (None, None) => return Ok(()),
+                (None, None, true) => {
+                    self.counters
+                        .member_failures
+                        .fetch_add(1, Ordering::Relaxed);
+                    st.replace = None;
+                }
+                (None, None, false) => return Ok(()),
             }
         }
         Err(RaidError::State("superblock update kept failing"))

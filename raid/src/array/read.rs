@@ -48,6 +48,7 @@ impl Array {
             .slots
             .iter()
             .filter_map(|s| s.member.as_ref())
+            .chain(st.replace.as_ref().map(|r| &r.member))
             .map(|m| m.alignment())
             .max()
             .unwrap_or(1)

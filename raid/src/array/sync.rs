@@ -10,6 +10,9 @@
 //!   The checkpoint (first stripe not rebuilt) advances under the stripe lock and is
 //!   persisted every [`CHECKPOINT_STRIPES`] stripes and at the end, so a restart resumes
 //!   from the last persisted checkpoint. When done the role becomes Active.
+//! - **Replace**: hot replace copies a role onto a new member while the old one serves (see
+//!   [`super::replace`]); it runs through the same steps ([`Array::rebuild_step`],
+//!   [`Array::run_rebuild`]) and reports as [`SyncKind::Replace`].
 //! - **Resync**: visits stripes of regions whose bitmap bit is set, recomputes parity where
 //!   it mismatches, and clears the bits of finished regions. Writes during a resync use
 //!   reconstruct-write, which makes their stripes consistent by itself.
@@ -40,6 +43,11 @@ pub enum SyncKind {
     /// Rebuilding a role onto a spare or replacement.
     Rebuild {
         /// Role being rebuilt.
+        role: usize,
+    },
+    /// Hot replace: copying a role onto its replacement while the old member serves.
+    Replace {
+        /// Role being copied.
         role: usize,
     },
     /// Resync of dirty regions.
@@ -136,7 +144,7 @@ impl Array {
         self.tracker.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn track(
+    pub(crate) fn track(
         &self,
         kind: SyncKind,
         pos: u64,
@@ -169,7 +177,7 @@ impl Array {
         // Bytes each job moves per stripe, in the units `bytes_per_sec` counts: rebuild writes
         // one chunk to the new member; resync and scrub read a chunk from every member.
         let per_stripe = match kind {
-            SyncKind::Rebuild { .. } => self.geo.chunk_bytes(),
+            SyncKind::Rebuild { .. } | SyncKind::Replace { .. } => self.geo.chunk_bytes(),
             _ => self.geo.chunk_bytes() * self.geo.members(),
         } as f64;
         // (Resync skips clean regions, so its ETA is an upper bound.)
@@ -188,11 +196,17 @@ impl Array {
         }
     }
 
-    /// Progress of the running rebuild, if any.
+    /// Progress of the running rebuild or hot replace (`kind` tells which), if any.
     pub fn rebuild_progress(&self) -> Option<SyncProgress> {
-        let (role, next) = self.read_state().rebuild?;
+        let (kind, next) = {
+            let st = self.read_state();
+            match (st.rebuild, &st.replace) {
+                (Some((role, next)), _) => (SyncKind::Rebuild { role }, next),
+                (None, Some(r)) => (SyncKind::Replace { role: r.role }, r.next),
+                (None, None) => return None,
+            }
+        };
         let t = self.tracker();
-        let kind = SyncKind::Rebuild { role };
         if t.kind == Some(kind) {
             Some(self.progress_of(&t, kind, next))
         } else {
@@ -246,14 +260,21 @@ impl Array {
     }
 
     /// Rebuilds up to `max_stripes` stripes of the running rebuild, [`REBUILD_ROUND`]
-    /// stripes per read batch and write batch. `Ok(None)` when no rebuild is running.
+    /// stripes per read batch and write batch; with no rebuild, copies that many stripes of
+    /// a running hot replace instead. `Ok(None)` when neither is running.
     pub fn rebuild_step<E: Executor + ?Sized>(
         &self,
         exec: &mut E,
         max_stripes: u64,
     ) -> Result<Option<SyncProgress>, RaidError> {
-        let Some((role, _)) = self.read_state().rebuild else {
-            return Ok(None);
+        let (rebuild, replacing) = {
+            let st = self.read_state();
+            (st.rebuild, st.replace.as_ref().map(|r| r.role))
+        };
+        let role = match (rebuild, replacing) {
+            (Some((role, _)), _) => role,
+            (None, Some(role)) => return self.replace_step(exec, role, max_stripes).map(Some),
+            (None, None) => return Ok(None),
         };
         let kind = SyncKind::Rebuild { role };
         let total = self.geo.stripes();
@@ -358,6 +379,15 @@ impl Array {
                 return Ok(None);
             }
             let next = first + count;
+            if next >= self.geo.stripes() || next / CHECKPOINT_STRIPES != first / CHECKPOINT_STRIPES
+            {
+                // What a persisted checkpoint covers must be on the target's media before any
+                // member's superblock says so (a torn update may miss the target's own flush).
+                if let Err(e) = target.flush() {
+                    self.fail_member(MemberIdx(role), target, &e)?;
+                    return Ok(None);
+                }
+            }
             let mut st = self.write_state();
             if next >= self.geo.stripes() {
                 st.rebuild = None;
@@ -387,9 +417,11 @@ impl Array {
             // (The last step may be shorter; the throttle only needs to be approximately right.)
             let pause = throttle.account(stripe_bytes, Instant::now());
             last = Some(p);
-            if p.finished || self.read_state().rebuild.is_none() {
+            let st = self.read_state();
+            if st.rebuild.is_none() && st.replace.is_none() {
                 break;
             }
+            drop(st);
             std::thread::sleep(pause);
         }
         Ok(last)
@@ -566,7 +598,10 @@ impl Array {
                 let m = view
                     .member(pm)
                     .ok_or(RaidError::State("usable member missing"))?;
-                let mut ops = [MemberOp::write(MemberIdx(pm), m, off, &fresh[..cb])];
+                let mut ops = vec![MemberOp::write(MemberIdx(pm), m, off, &fresh[..cb])];
+                if let Some(r) = view.mirror(pm, stripe) {
+                    ops.push(MemberOp::write(MemberIdx(pm), r, off, &fresh[..cb]));
+                }
                 exec.execute(&mut ops);
                 if let Err(e) = self.fail_from(&mut ops) {
                     result = Err(e);

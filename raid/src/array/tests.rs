@@ -2,6 +2,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::sync::REBUILD_ROUND;
 use super::*;
 use crate::error::RefuseReason;
 use crate::geometry::ArrayBlock;
@@ -967,4 +968,424 @@ proptest::proptest! {
             let _ = asm.array.write(&mut SyncExecutor, ArrayBlock(0), &buf);
         }
     }
+}
+
+// ---- Hot replace ----
+
+/// `n` members, 4 KiB chunks and blocks, `stripes` stripes, bitmap regions of 8 stripes.
+fn rig_stripes(n: usize, stripes: usize) -> Rig {
+    let (mems, faults, arcs) = members(n, MIB + stripes * 4096);
+    let cfg = ArrayConfig {
+        chunk: ChunkSize::new(4096).unwrap(),
+        assume_clean: true,
+        bitmap_region_stripes: Some(8),
+        ..ArrayConfig::default()
+    };
+    let array = Array::create(arcs, vec![], &cfg, Arc::new(CpuXor::detect())).unwrap();
+    Rig {
+        mems,
+        faults,
+        array,
+    }
+}
+
+/// A new disk for `stripes` stripes of 4 KiB chunks, behind a fault injector.
+fn new_disk(name: &str, stripes: usize) -> (MemMember, FaultHandle, Arc<dyn Member>) {
+    let m = MemMember::new(name, MIB + stripes * 4096);
+    let f = FaultyMember::new(Arc::new(m.clone()), 77);
+    let h = f.handle();
+    (m, h, Arc::new(f))
+}
+
+fn refusals(asm: &Assembled) -> Vec<(String, String)> {
+    asm.refused
+        .iter()
+        .map(|r| (r.member.clone(), r.reason.to_string()))
+        .collect()
+}
+
+fn assemble_from(mems: &[MemMember], extra: &[&MemMember]) -> Assembled {
+    let cands: Vec<Arc<dyn Member>> = mems
+        .iter()
+        .chain(extra.iter().copied())
+        .map(|m| Arc::new(m.clone()) as Arc<dyn Member>)
+        .collect();
+    Array::assemble(cands, None, Arc::new(CpuXor::detect())).unwrap()
+}
+
+#[test]
+fn hot_replace_under_concurrent_writes_keeps_redundancy_and_hands_over() {
+    let r = rig_stripes(4, 200);
+    let mut model = vec![0u8; r.array.geometry().capacity_bytes() as usize];
+    exercise(&r, 81, 20, &mut model);
+    let (new, _h, disk) = new_disk("new", 200);
+    r.array.replace(MemberIdx(1), disk).unwrap();
+    assert_eq!(
+        r.array.replace_status(),
+        Some(ReplaceStatus {
+            role: MemberIdx(1),
+            old: Some("m1".into()),
+            new: "new".into(),
+            copied_stripes: 0,
+        })
+    );
+    let p = r.array.rebuild_progress().unwrap();
+    assert_eq!(
+        (p.kind, p.done, p.finished),
+        (SyncKind::Replace { role: 1 }, 0, false)
+    );
+    // Part of the copy, then writes on both sides of its checkpoint (the copied side must
+    // reach both disks), then the rest while threads write and read.
+    r.array.rebuild_step(&mut SyncExecutor, 60).unwrap();
+    exercise(&r, 82, 20, &mut model);
+    let events = r.array.events();
+    let a = &r.array;
+    let cap = a.geometry().capacity_blocks();
+    let bs = 4096;
+    let thirds: Vec<(u64, u64)> = (0..3).map(|t| (t * cap / 3, (t + 1) * cap / 3)).collect();
+    let finals: Vec<Vec<u8>> = std::thread::scope(|sc| {
+        let copy = sc.spawn(|| {
+            let mut steps = 0;
+            loop {
+                let p = a.rebuild_step(&mut SyncExecutor, 1).unwrap().unwrap();
+                steps += 1;
+                // Redundancy never lapses: no role is reported missing or rebuilding.
+                assert!(a.degraded_roles().is_empty(), "degraded during a replace");
+                assert_eq!(p.kind, SyncKind::Replace { role: 1 });
+                if p.finished {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+            steps
+        });
+        let writers: Vec<_> = thirds
+            .iter()
+            .enumerate()
+            .map(|(t, &(lo, hi))| {
+                let model = &model;
+                sc.spawn(move || {
+                    let mut mine = model[lo as usize * bs..hi as usize * bs].to_vec();
+                    for i in 0..60u64 {
+                        let start = lo + (i * 13 + t as u64) % (hi - lo);
+                        let len = ((i % 7) + 1).min(hi - start);
+                        let data = pattern(t as u64 * 1000 + i, len as usize * bs);
+                        a.write(&mut SyncExecutor, ArrayBlock(start), &data)
+                            .unwrap();
+                        let o = (start - lo) as usize * bs;
+                        mine[o..o + data.len()].copy_from_slice(&data);
+                        let mut back = vec![0u8; data.len()];
+                        a.read(&mut SyncExecutor, ArrayBlock(start), &mut back)
+                            .unwrap();
+                        assert!(back == data, "read-your-write during a replace");
+                    }
+                    mine
+                })
+            })
+            .collect();
+        assert!(copy.join().unwrap() >= 140 / REBUILD_ROUND as usize);
+        writers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    for ((lo, hi), f) in thirds.iter().zip(finals) {
+        model[*lo as usize * bs..*hi as usize * bs].copy_from_slice(&f);
+    }
+    // The new member holds the role; superblocks were updated.
+    assert_eq!(r.array.replace_status(), None);
+    assert_eq!(r.array.rebuild_progress(), None);
+    assert_eq!(r.array.member_names()[1].as_deref(), Some("new"));
+    assert_eq!(r.array.role_of("new"), Some(MemberIdx(1)));
+    assert_eq!(r.array.role_of("m1"), None);
+    assert!(r.array.events() > events);
+    assert!(r.array.degraded_roles().is_empty());
+    assert_eq!(r.array.stats().member_failures, 0);
+    assert_eq!(read_all(&r.array).unwrap(), model);
+    assert_eq!(scrub_mismatches(&r.array), 0);
+    // The old disk says it no longer holds the role, and a later assembly refuses it.
+    let sb = Superblock::decode(&r.mems[1].snapshot()[..SB_BYTES]).unwrap();
+    assert_eq!(sb.role, Role::Former(1));
+    r.array.stop().unwrap();
+    let asm = assemble_from(&r.mems, &[&new]);
+    let refused = refusals(&asm);
+    assert!(
+        refused.len() == 1 && refused[0].0 == "m1" && refused[0].1.contains("belongs to"),
+        "{refused:?}"
+    );
+    let a = asm.array;
+    assert!(a.degraded_roles().is_empty() && !asm.resync_pending);
+    assert_eq!(read_all(&a).unwrap(), model);
+    // The new member really holds every chunk of the role: lose another member and read.
+    a.set_faulty(MemberIdx(0)).unwrap();
+    assert_eq!(read_all(&a).unwrap(), model);
+}
+
+#[test]
+fn old_member_failing_mid_copy_turns_the_replace_into_a_rebuild() {
+    let r = rig_stripes(4, 200);
+    let mut model = vec![0u8; r.array.geometry().capacity_bytes() as usize];
+    exercise(&r, 91, 20, &mut model);
+    let (_new, _h, disk) = new_disk("new", 200);
+    r.array.replace(MemberIdx(2), disk).unwrap();
+    let p = r
+        .array
+        .rebuild_step(&mut SyncExecutor, 70)
+        .unwrap()
+        .unwrap();
+    assert_eq!((p.kind, p.done), (SyncKind::Replace { role: 2 }, 70));
+    // Writes on both sides of the copy checkpoint, then the old member dies.
+    exercise(&r, 92, 10, &mut model);
+    r.faults[2].inject(Fault::Vanished);
+    assert_eq!(read_all(&r.array).unwrap(), model);
+    assert_eq!(r.array.replace_status(), None);
+    assert_eq!(r.array.member_states()[2], SlotState::Rebuilding);
+    assert_eq!(r.array.member_names()[2].as_deref(), Some("new"));
+    let p = r.array.rebuild_progress().unwrap();
+    assert_eq!((p.kind, p.done), (SyncKind::Rebuild { role: 2 }, 70));
+    exercise(&r, 93, 10, &mut model);
+    let p = r
+        .array
+        .run_rebuild(&mut SyncExecutor, &mut Throttle::new(None))
+        .unwrap()
+        .unwrap();
+    assert!(p.finished && p.kind == SyncKind::Rebuild { role: 2 });
+    assert!(r.array.degraded_roles().is_empty());
+    assert_eq!(read_all(&r.array).unwrap(), model);
+    assert_eq!(scrub_mismatches(&r.array), 0);
+    r.array.set_faulty(MemberIdx(0)).unwrap();
+    assert_eq!(read_all(&r.array).unwrap(), model);
+}
+
+#[test]
+fn old_member_read_errors_are_rebuilt_from_the_others_without_failing_it() {
+    let r = rig_stripes(4, 64);
+    let mut model = vec![0u8; r.array.geometry().capacity_bytes() as usize];
+    exercise(&r, 101, 20, &mut model);
+    let (_new, _h, disk) = new_disk("new", 64);
+    r.array.replace(MemberIdx(3), disk).unwrap();
+    // Two chunks of the old member cannot be read any more.
+    r.faults[3].inject(Fault::ErrorRange {
+        kind: crate::member::OpKind::Read,
+        start: MIB as u64 + 10 * 4096,
+        end: MIB as u64 + 12 * 4096,
+    });
+    let p = r
+        .array
+        .run_rebuild(&mut SyncExecutor, &mut Throttle::new(None))
+        .unwrap()
+        .unwrap();
+    assert!(p.finished && p.kind == SyncKind::Replace { role: 3 });
+    let s = r.array.stats();
+    assert_eq!((s.replace_reconstructed, s.member_failures), (2, 0));
+    assert_eq!(r.array.member_names()[3].as_deref(), Some("new"));
+    assert!(r.array.degraded_roles().is_empty());
+    assert_eq!(read_all(&r.array).unwrap(), model);
+    assert_eq!(scrub_mismatches(&r.array), 0);
+}
+
+#[test]
+fn replacement_failing_mid_copy_drops_the_replace_and_is_refused_later() {
+    let r = rig_stripes(4, 64);
+    let mut model = vec![0u8; r.array.geometry().capacity_bytes() as usize];
+    exercise(&r, 111, 20, &mut model);
+    let (new, h, disk) = new_disk("new", 64);
+    r.array.replace(MemberIdx(0), disk).unwrap();
+    r.array.rebuild_step(&mut SyncExecutor, 20).unwrap();
+    h.inject(Fault::Vanished);
+    let p = r.array.rebuild_step(&mut SyncExecutor, 8).unwrap().unwrap();
+    assert!(p.finished, "the copy ended");
+    assert_eq!(r.array.replace_status(), None);
+    assert_eq!(r.array.rebuild_progress(), None);
+    assert_eq!(r.array.rebuild_step(&mut SyncExecutor, 8).unwrap(), None);
+    assert!(r.array.degraded_roles().is_empty());
+    assert_eq!(r.array.member_names()[0].as_deref(), Some("m0"));
+    exercise(&r, 112, 10, &mut model);
+    assert_eq!(read_all(&r.array).unwrap(), model);
+    r.array.stop().unwrap();
+    let asm = assemble_from(&r.mems, &[&new]);
+    let refused = refusals(&asm);
+    assert!(refused.len() == 1 && refused[0].0 == "new", "{refused:?}");
+    assert!(asm.array.degraded_roles().is_empty());
+    assert_eq!(read_all(&asm.array).unwrap(), model);
+}
+
+#[test]
+fn another_member_failing_mid_copy_makes_the_new_disk_its_spare() {
+    let r = rig_stripes(4, 64);
+    let mut model = vec![0u8; r.array.geometry().capacity_bytes() as usize];
+    exercise(&r, 121, 20, &mut model);
+    let (_new, _h, disk) = new_disk("new", 64);
+    r.array.replace(MemberIdx(1), disk).unwrap();
+    r.array.rebuild_step(&mut SyncExecutor, 30).unwrap();
+    r.faults[3].inject(Fault::Vanished);
+    assert_eq!(read_all(&r.array).unwrap(), model);
+    assert_eq!(r.array.replace_status(), None);
+    let names = r.array.member_names();
+    assert_eq!(names[1].as_deref(), Some("m1"));
+    assert_eq!(names[3].as_deref(), Some("new"));
+    let p = r.array.rebuild_progress().unwrap();
+    assert_eq!((p.kind, p.done), (SyncKind::Rebuild { role: 3 }, 0));
+    r.array
+        .run_rebuild(&mut SyncExecutor, &mut Throttle::new(None))
+        .unwrap();
+    assert!(r.array.degraded_roles().is_empty());
+    assert_eq!(read_all(&r.array).unwrap(), model);
+    assert_eq!(scrub_mismatches(&r.array), 0);
+}
+
+#[test]
+fn hot_replace_resumes_after_restart_and_recopies_dirty_regions() {
+    let stripes = 200;
+    let r = rig_stripes(3, stripes);
+    let cap = r.array.geometry().capacity_bytes() as usize;
+    let mut model = pattern(131, cap);
+    r.array
+        .write(&mut SyncExecutor, ArrayBlock(0), &model)
+        .unwrap();
+    r.array.stop().unwrap();
+    let (new, _h, disk) = new_disk("new", stripes);
+    r.array.replace(MemberIdx(1), disk).unwrap();
+    let p = r
+        .array
+        .rebuild_step(&mut SyncExecutor, 100)
+        .unwrap()
+        .unwrap();
+    assert_eq!(p.done, 100);
+    drop(r.array);
+    // Crash with no write since the stop: the copy resumes from the persisted checkpoint.
+    let a = assemble_from(&r.mems, &[&new]).array;
+    let st = a.replace_status().unwrap();
+    assert_eq!((st.role, st.copied_stripes), (MemberIdx(1), 64));
+    assert!(a.degraded_roles().is_empty());
+    a.rebuild_step(&mut SyncExecutor, 10).unwrap();
+    // A clean stop keeps the exact position.
+    a.stop().unwrap();
+    drop(a);
+    let mut cands: Vec<Arc<dyn Member>> = r
+        .mems
+        .iter()
+        .map(|m| Arc::new(m.clone()) as Arc<dyn Member>)
+        .collect();
+    let wrapped = FaultyMember::new(Arc::new(new.clone()), 5);
+    let power = wrapped.handle();
+    cands.push(Arc::new(wrapped));
+    let a = Array::assemble(cands, None, Arc::new(CpuXor::detect()))
+        .unwrap()
+        .array;
+    assert_eq!(a.replace_status().unwrap().copied_stripes, 74);
+    // A write to stripe 20 (bitmap region 16..24) that reaches the old member but not the
+    // new one (its power goes first), then a crash: the copy goes back to the region's start.
+    power.inject(Fault::DropWritesAfter { writes: 0 });
+    let data = pattern(132, 4096);
+    a.write(&mut SyncExecutor, ArrayBlock(40), &data).unwrap();
+    model[40 * 4096..41 * 4096].copy_from_slice(&data);
+    drop(a);
+    let asm = assemble_from(&r.mems, &[&new]);
+    assert!(asm.resync_pending);
+    let a = asm.array;
+    assert_eq!(a.replace_status().unwrap().copied_stripes, 16);
+    while a
+        .resync_step(&mut SyncExecutor, 64)
+        .unwrap()
+        .is_some_and(|p| !p.finished)
+    {}
+    let p = a
+        .run_rebuild(&mut SyncExecutor, &mut Throttle::new(None))
+        .unwrap()
+        .unwrap();
+    assert!(p.finished && p.kind == SyncKind::Replace { role: 1 });
+    assert_eq!(a.member_names()[1].as_deref(), Some("new"));
+    assert_eq!(read_all(&a).unwrap(), model);
+    assert_eq!(scrub_mismatches(&a), 0);
+    a.stop().unwrap();
+    drop(a);
+    let asm = assemble_from(&r.mems, &[&new]);
+    assert_eq!(refusals(&asm).len(), 1);
+    assert_eq!(refusals(&asm)[0].0, "m1");
+    asm.array.set_faulty(MemberIdx(2)).unwrap();
+    assert_eq!(read_all(&asm.array).unwrap(), model);
+}
+
+#[test]
+fn replace_with_the_old_member_gone_at_assembly_continues_as_a_rebuild() {
+    let stripes = 100;
+    let r = rig_stripes(3, stripes);
+    let cap = r.array.geometry().capacity_bytes() as usize;
+    let model = pattern(141, cap);
+    r.array
+        .write(&mut SyncExecutor, ArrayBlock(0), &model)
+        .unwrap();
+    r.array.stop().unwrap();
+    let (new, _h, disk) = new_disk("new", stripes);
+    r.array.replace(MemberIdx(0), disk).unwrap();
+    r.array.rebuild_step(&mut SyncExecutor, 70).unwrap();
+    r.array.stop().unwrap();
+    drop(r.array);
+    let asm = assemble_from(&r.mems[1..], &[&new]);
+    let a = asm.array;
+    assert_eq!(a.replace_status(), None);
+    assert_eq!(a.member_states()[0], SlotState::Rebuilding);
+    let p = a.rebuild_progress().unwrap();
+    assert_eq!((p.kind, p.done), (SyncKind::Rebuild { role: 0 }, 70));
+    a.run_rebuild(&mut SyncExecutor, &mut Throttle::new(None))
+        .unwrap();
+    assert!(a.degraded_roles().is_empty());
+    assert_eq!(read_all(&a).unwrap(), model);
+    assert_eq!(scrub_mismatches(&a), 0);
+}
+
+#[test]
+fn replace_is_refused_when_it_cannot_keep_redundancy() {
+    let r = rig_stripes(4, 16);
+    let (_n, _h, disk) = new_disk("new", 16);
+    let small: Arc<dyn Member> = Arc::new(MemMember::new("small", MIB));
+    assert!(matches!(
+        r.array.replace(MemberIdx(0), small),
+        Err(RaidError::MemberTooSmall { .. })
+    ));
+    assert!(r.array.replace(MemberIdx(4), disk.clone()).is_err());
+    let again: Arc<dyn Member> = Arc::new(MemMember::new("m2", MIB + 16 * 4096));
+    assert!(
+        r.array.replace(MemberIdx(0), again).is_err(),
+        "a member of the array"
+    );
+    r.array.replace(MemberIdx(0), disk.clone()).unwrap();
+    let (_n2, _h2, other) = new_disk("other", 16);
+    assert!(r.array.replace(MemberIdx(1), other.clone()).is_err());
+    assert!(r.array.cancel_replace().unwrap());
+    assert!(!r.array.cancel_replace().unwrap());
+    assert!(r.array.replace_status().is_none());
+    r.array.set_faulty(MemberIdx(2)).unwrap();
+    let err = r.array.replace(MemberIdx(1), other).unwrap_err();
+    assert!(err.to_string().contains("degraded"), "{err}");
+}
+
+#[test]
+fn torn_hand_over_leaves_the_new_member_holding_the_role() {
+    let r = rig_stripes(4, 16);
+    let mut model = vec![0u8; r.array.geometry().capacity_bytes() as usize];
+    exercise(&r, 151, 20, &mut model);
+    let (new, h, disk) = new_disk("new", 16);
+    r.array.replace(MemberIdx(3), disk).unwrap();
+    r.array.rebuild_step(&mut SyncExecutor, 8).unwrap();
+    // The last round writes 8 chunks and the bitmap to the new member, then the hand-over
+    // writes superblocks in role order: power fails after m0, m1 and m2 got theirs.
+    let switch = crate::member::PowerSwitch::after(8 + 1 + 3);
+    for f in r.faults.iter().chain([&h]) {
+        f.inject(Fault::PowerLoss(switch.clone()));
+    }
+    r.array.rebuild_step(&mut SyncExecutor, 8).unwrap();
+    assert!(switch.is_cut());
+    let sb_new = Superblock::decode(&new.snapshot()[..SB_BYTES]).unwrap();
+    let sb_m0 = Superblock::decode(&r.mems[0].snapshot()[..SB_BYTES]).unwrap();
+    assert_eq!(sb_new.role, Role::Replacement(3));
+    assert_eq!(sb_m0.role_uuids[3], sb_new.member_uuid);
+    assert_eq!(sb_m0.events, sb_new.events + 1);
+    let asm = assemble_from(&r.mems, &[&new]);
+    let refused = refusals(&asm);
+    assert!(refused.len() == 1 && refused[0].0 == "m3", "{refused:?}");
+    let a = asm.array;
+    assert_eq!(a.member_names()[3].as_deref(), Some("new"));
+    assert!(a.degraded_roles().is_empty());
+    assert_eq!(read_all(&a).unwrap(), model);
+    a.set_faulty(MemberIdx(0)).unwrap();
+    assert_eq!(read_all(&a).unwrap(), model);
 }

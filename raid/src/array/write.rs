@@ -114,14 +114,15 @@ impl Array {
         Ok(())
     }
 
-    /// Flushes every present member.
+    /// Flushes every present member (and a hot-replace member: it has mirrored writes).
     pub fn flush(&self) -> Result<(), RaidError> {
         let view = self.view()?;
-        for (role, m) in view.members.iter().enumerate() {
-            if let Some(m) = m {
-                if let Err(e) = m.flush() {
-                    self.fail_member(MemberIdx(role), &**m, &e)?;
-                }
+        let mirror = view.replacement.as_ref().map(|(r, m, _)| (*r, m));
+        let present = view.members.iter().enumerate();
+        let present = present.filter_map(|(role, m)| m.as_ref().map(|m| (role, m)));
+        for (role, m) in present.chain(mirror) {
+            if let Err(e) = m.flush() {
+                self.fail_member(MemberIdx(role), &**m, &e)?;
             }
         }
         Ok(())
@@ -606,12 +607,12 @@ impl Array {
                 }
                 if let Some(m) = view.member(role.0) {
                     let data: &'d [u8] = w.data;
-                    ops.push(MemberOp::write(
-                        role,
-                        m,
-                        self.member_offset(base + w.start),
-                        data,
-                    ));
+                    let off = self.member_offset(base + w.start);
+                    ops.push(MemberOp::write(role, m, off, data));
+                    // Hot replace: the new member gets the write too where it is copied.
+                    if let Some(r) = view.mirror(role.0, p.stripe) {
+                        ops.push(MemberOp::write(role, r, off, data));
+                    }
                 }
             }
         }
@@ -628,12 +629,11 @@ impl Array {
             if let (Some(parity), true) = (p.parity.as_ref(), view.usable(pm.0, p.stripe)) {
                 if let Some(m) = view.member(pm.0) {
                     let len = (p.hi - p.lo) as usize * bs;
-                    ops.push(MemberOp::write(
-                        pm,
-                        m,
-                        self.member_offset(base + p.lo),
-                        &parity[..len],
-                    ));
+                    let off = self.member_offset(base + p.lo);
+                    ops.push(MemberOp::write(pm, m, off, &parity[..len]));
+                    if let Some(r) = view.mirror(pm.0, p.stripe) {
+                        ops.push(MemberOp::write(pm, r, off, &parity[..len]));
+                    }
                 }
             }
         }
