@@ -55,6 +55,7 @@ listen = ["$addr:4420"]
 cores = $cores
 poll_mode = "adaptive"
 management_socket = "$sock"
+state_dir = "$LAB_RUN/state"
 metrics = "127.0.0.1:9420"
 rdma_device = "$LAB_RXE"
 

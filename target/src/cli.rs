@@ -61,7 +61,8 @@ commands:
                   their queue pairs with rate and RTT, from the running daemon
   array fail      mark a member failed (the array runs degraded, a spare takes over)
   array add-spare add a hot spare
-  array replace   rebuild onto NEW, then retire OLD
+  array replace   copy OLD onto NEW while OLD keeps serving (the array stays redundant),
+                  then retire OLD
   array scrub     read every stripe and check parity
   ns disable      take a namespace offline: hosts get a namespace-change notice and drop
                   it; I/O already accepted finishes, new I/O gets Internal Path Error
@@ -624,6 +625,11 @@ pub fn config_summary(c: &Config) -> String {
     let poll_mode = format!("{:?}", c.poll_mode).to_lowercase();
     let _ = writeln!(s, "  pollers: {} ({poll_mode} polling)", c.cores);
     let _ = writeln!(s, "  management socket: {}", c.management_socket.display());
+    let _ = writeln!(
+        s,
+        "  state directory: {} (remembered members)",
+        c.state_dir.display()
+    );
     match c.metrics {
         Some(a) => {
             let _ = writeln!(s, "  metrics: http://{a}/metrics");
@@ -1099,6 +1105,7 @@ mod tests {
             "  listen: 0.0.0.0:4420\n",
             "  pollers: 2 (adaptive polling)\n",
             "  management socket: /run/raidline/raidline.sock\n",
+            "  state directory: /var/lib/raidline (remembered members)\n",
             "  metrics: http://127.0.0.1:9420/metrics\n",
             "  congestion control: off (no pacing)\n",
             "  array array0: RAID-5 over 4 members, 0 spares, chunk 64 KiB, parity cpu, rebuild 200 MB/s\n",

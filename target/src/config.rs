@@ -100,6 +100,8 @@ struct RawTarget {
     poll_mode: PollMode,
     #[serde(default = "default_socket")]
     management_socket: PathBuf,
+    #[serde(default = "default_state_dir")]
+    state_dir: PathBuf,
     #[serde(default)]
     metrics: Option<Spanned<String>>,
     #[serde(default)]
@@ -113,6 +115,7 @@ impl Default for RawTarget {
             cores: default_cores(),
             poll_mode: PollMode::default(),
             management_socket: default_socket(),
+            state_dir: default_state_dir(),
             rdma_device: None,
             metrics: None,
         }
@@ -128,6 +131,10 @@ fn default_cores() -> Spanned<u32> {
 }
 fn default_socket() -> PathBuf {
     PathBuf::from("/run/raidline/raidline.sock")
+}
+
+fn default_state_dir() -> PathBuf {
+    PathBuf::from("/var/lib/raidline")
 }
 
 #[derive(Deserialize, Default)]
@@ -215,6 +222,8 @@ pub struct Config {
     pub poll_mode: PollMode,
     /// Management socket path.
     pub management_socket: PathBuf,
+    /// Where the daemon remembers each array's current members (see [`crate::remember`]).
+    pub state_dir: PathBuf,
     /// RDMA device to serve on (e.g. `rxe_eth0`); `None` = the first one.
     pub rdma_device: Option<String>,
     /// Prometheus metrics address, if any.
@@ -515,6 +524,7 @@ impl Config {
             cores,
             poll_mode: t.poll_mode,
             management_socket: t.management_socket.clone(),
+            state_dir: t.state_dir.clone(),
             rdma_device: t.rdma_device.clone(),
             metrics,
             limits,

@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod mgmt;
 pub mod queue;
 pub mod registry;
+pub mod remember;
 pub mod service;
 pub mod status;
 pub mod subsystem;

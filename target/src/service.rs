@@ -101,8 +101,11 @@ fn probe(m: &dyn Member) -> Probe {
     }
 }
 
-/// Assembles (or, on blank members, creates) one configured array.
-pub fn bring_up_array(a: &ArrayConfig) -> Result<Arc<Array>, ServiceError> {
+/// Assembles (or, on blank members, creates) one configured array. `remembered` are further
+/// candidates (the daemon's record of the array's current members, [`crate::remember`]): they
+/// are offered to assembly beside the configured members and spares, skipped with a warning
+/// when they cannot be opened, and a superblock on any of them forbids creating a new array.
+pub fn bring_up_array(a: &ArrayConfig, remembered: &[PathBuf]) -> Result<Arc<Array>, ServiceError> {
     let err = |source| ServiceError::Array {
         array: a.name.clone(),
         source,
@@ -117,6 +120,23 @@ pub fn bring_up_array(a: &ArrayConfig) -> Result<Arc<Array>, ServiceError> {
         .iter()
         .map(|p| open(p, None))
         .collect::<Result<_, _>>()?;
+    let mut extra: Vec<Arc<dyn Member>> = Vec::new();
+    for p in remembered {
+        if a.members.contains(p) || a.spares.contains(p) {
+            continue;
+        }
+        match open(p, None) {
+            Ok(m) => {
+                tracing::info!(
+                    "array {}: {} is a remembered member (not in the configuration); offered to assembly",
+                    a.name,
+                    p.display()
+                );
+                extra.push(m);
+            }
+            Err(e) => tracing::warn!("array {}: remembered member skipped: {e}", a.name),
+        }
+    }
     let (parity, fallback) = parity_engine(a.parity);
     if let Some(why) = fallback {
         tracing::warn!("array {}: parity on the CPU: {why}", a.name);
@@ -125,6 +145,7 @@ pub fn bring_up_array(a: &ArrayConfig) -> Result<Arc<Array>, ServiceError> {
     let probes: Vec<(String, Probe)> = members
         .iter()
         .chain(&spares)
+        .chain(&extra)
         .map(|m| (m.name().to_string(), probe(&**m)))
         .collect();
     for (name, p) in &probes {
@@ -154,7 +175,7 @@ pub fn bring_up_array(a: &ArrayConfig) -> Result<Arc<Array>, ServiceError> {
         let array = Array::create(members, spares, &cfg, parity).map_err(err)?;
         return Ok(Arc::new(array));
     }
-    let candidates: Vec<Arc<dyn Member>> = members.into_iter().chain(spares).collect();
+    let candidates: Vec<Arc<dyn Member>> = members.into_iter().chain(spares).chain(extra).collect();
     let asm = Array::assemble(candidates, None, parity).map_err(err)?;
     for r in &asm.refused {
         tracing::warn!("array {}: member not taken: {r}", a.name);
@@ -185,6 +206,7 @@ pub fn build_spec(config: &Config) -> Result<TargetSpec, ServiceError> {
     spec.listen = config.listen.clone();
     spec.pollers = config.cores.max(1) as usize;
     spec.poll_mode = config.poll_mode;
+    spec.state_dir = Some(config.state_dir.clone());
     if config.cc.algorithm != PACING_OFF {
         let cc = CcSpec {
             algorithm: config.cc.algorithm.clone(),
@@ -196,7 +218,16 @@ pub fn build_spec(config: &Config) -> Result<TargetSpec, ServiceError> {
     }
     let mut arrays = Vec::new();
     for a in &config.arrays {
-        let array = bring_up_array(a)?;
+        let file = crate::remember::file_for(&config.state_dir, &a.name);
+        let remembered = crate::remember::load(&file).unwrap_or_else(|e| {
+            tracing::warn!(
+                "array {}: cannot read {}: {e}; assembling from the configured paths only",
+                a.name,
+                file.display()
+            );
+            Vec::new()
+        });
+        let array = bring_up_array(a, &remembered)?;
         arrays.push((a.name.clone(), array, u64::from(a.rebuild_mb_s) << 20));
     }
     for s in &config.subsystems {
@@ -319,8 +350,11 @@ impl Management for Api {
                 let states = arr.member_states();
                 let names = arr.member_names();
                 let rebuild = arr.rebuild_progress().filter(|p| !p.finished);
+                let replacing = arr.replace_status();
                 let state = if arr.is_failed() {
                     "failed"
+                } else if rebuild.is_some() && replacing.is_some() {
+                    "replacing"
                 } else if rebuild.is_some() {
                     "rebuilding"
                 } else if arr.resync_pending() {
@@ -343,12 +377,14 @@ impl Management for Api {
                         .map(|(role, (st, name))| MemberStatus {
                             role: role as u32,
                             path: name.unwrap_or_else(|| "(missing)".into()),
-                            state: match st {
-                                SlotState::Active => "active",
-                                SlotState::Failed => "failed",
-                                SlotState::Rebuilding => "rebuilding",
-                            }
-                            .into(),
+                            state: match (st, &replacing) {
+                                (SlotState::Active, Some(r)) if r.role.0 == role => {
+                                    format!("active, being replaced by {}", r.new)
+                                }
+                                (SlotState::Active, _) => "active".into(),
+                                (SlotState::Failed, _) => "failed".into(),
+                                (SlotState::Rebuilding, _) => "rebuilding".into(),
+                            },
                         })
                         .collect(),
                     spares: arr.spare_names(),
@@ -480,12 +516,26 @@ impl Management for Api {
     }
 
     fn array_replace(&self, array: &str, old: &str, new: &str) -> Result<String, String> {
-        // Spare first, then fail the old member: the rebuild onto the new one starts at once.
-        // The array is degraded until the rebuild finishes (no copy-before-fail as md's
-        // `--replace` does).
-        self.array_add_spare(array, new)?;
-        self.array_fail(array, old)?;
-        Ok(format!("{old} replaced by {new}; rebuild started"))
+        // Copy before fail (md's `--replace`): NEW is filled while OLD keeps serving its role,
+        // so the array stays redundant; OLD is retired only once NEW holds every stripe.
+        let a = self.array(array)?;
+        let role = a.array.role_of(old).ok_or_else(|| {
+            let names: Vec<String> = a.array.member_names().into_iter().flatten().collect();
+            format!(
+                "{old} is not a member of {array} (members: {})",
+                names.join(", ")
+            )
+        })?;
+        let m = open_member(Path::new(new), None).map_err(|e| format!("{new}: {e}"))?;
+        a.array.replace(role, m).map_err(|e| e.to_string())?;
+        tracing::info!(
+            "array {array}: replacing {old} (role {}) with {new}; {old} keeps serving until the copy ends",
+            role.0
+        );
+        Ok(format!(
+            "copying {old} (role {}) onto {new}; {old} is retired when the copy ends (progress: raidline status)",
+            role.0
+        ))
     }
 
     fn cc_set(&self, param: &str, value: f64) -> Result<String, String> {

@@ -36,14 +36,14 @@ fn config(members: Vec<PathBuf>) -> ArrayConfig {
 fn blank_members_create_then_restart_assembles_the_same_array() {
     let (dir, files) = scratch("same", 4, 64 << 20);
     let cfg = config(files.clone());
-    let first = bring_up_array(&cfg).unwrap();
+    let first = bring_up_array(&cfg, &[]).unwrap();
     let uuid = first.uuid();
     first.stop().unwrap();
     drop(first);
     // Same members, another order: assembled by UUID, not created anew.
     let mut shuffled = cfg.clone();
     shuffled.members.reverse();
-    let second = bring_up_array(&shuffled).unwrap();
+    let second = bring_up_array(&shuffled, &[]).unwrap();
     assert_eq!(
         second.uuid(),
         uuid,
@@ -58,7 +58,7 @@ fn blank_members_create_then_restart_assembles_the_same_array() {
 fn a_missing_member_is_an_error_not_a_new_array() {
     let (dir, mut files) = scratch("missing", 3, 64 << 20);
     files.push(dir.join("does-not-exist.img"));
-    let err = bring_up_array(&config(files)).unwrap_err();
+    let err = bring_up_array(&config(files), &[]).unwrap_err();
     assert!(err.to_string().contains("does-not-exist"), "{err}");
     let _ = std::fs::remove_dir_all(dir);
 }

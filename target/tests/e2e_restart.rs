@@ -3,7 +3,9 @@
 //! serial (so Linux keeps the namespace on reconnect) and the data it wrote. Once over
 //! in-memory members (clean and unclean stop), once through the daemon's own bring-up from a
 //! configuration file over member files (create, then assemble; members listed in another
-//! order the third time; a member blanked the fourth).
+//! order the third time; a member blanked the fourth). And an operator's hot replace through
+//! the management API while a host writes: never degraded, and the next start finds the new
+//! member although the configuration still names the old one.
 
 mod common;
 
@@ -166,6 +168,7 @@ fn config(dir: &Path, members: &[PathBuf], listen: &str) -> Config {
 [target]
 listen = ["{listen}"]
 management_socket = "{sock}"
+state_dir = "{state}"
 
 [[array]]
 name = "array0"
@@ -185,6 +188,7 @@ nsid = 1
 array = "array0"
 "#,
         sock = dir.join("raidline.sock").display(),
+        state = dir.join("state").display(),
         members = list.join(", "),
     );
     Config::parse(&text, "e2e_restart.toml").expect("config parses")
@@ -379,5 +383,95 @@ fn stop_in_the_middle_of_writes(graceful: bool) {
         );
     }
     c.shutdown().unwrap();
+    assert!(t2.shutdown().is_empty());
+}
+
+#[test]
+fn hot_replace_keeps_redundancy_and_the_next_start_finds_the_new_member() {
+    use raidline_target::mgmt::Management;
+    use raidline_target::service::Api;
+    let dir = TempDir::new("replace");
+    let members: Vec<PathBuf> = (0..4).map(|i| dir.0.join(format!("m{i}.img"))).collect();
+    let new = dir.0.join("new.img");
+    for m in members.iter().chain([&new]) {
+        let f = std::fs::File::create(m).unwrap();
+        f.set_len(9 << 20).unwrap();
+    }
+    let net = MemNetwork::new();
+    let spec = build_spec(&config(&dir.0, &members, "10.0.1.1:4420")).expect("bring-up");
+    let array = spec.arrays[0].1.clone();
+    let t1 = Target::start(net.device("t1"), spec).unwrap();
+    let api = Api::new(t1.shared().clone());
+    let data = pattern(0x4E91, 256 * BS);
+    let (first, _) = visit(&net, &t1, Some(&data), BS);
+
+    let old = members[1].display().to_string();
+    let e = api
+        .array_replace("array0", "/dev/nosuch", &new.display().to_string())
+        .unwrap_err();
+    assert!(e.contains("not a member") && e.contains(&old), "{e}");
+    let m = api
+        .array_replace("array0", &old, &new.display().to_string())
+        .unwrap();
+    assert!(m.contains("copying"), "{m}");
+    let st = api.status();
+    assert_eq!(st.arrays[0].state, "replacing", "{st:?}");
+    assert!(
+        st.arrays[0].members[1].state.contains("being replaced by"),
+        "{:?}",
+        st.arrays[0].members[1]
+    );
+    // A host keeps writing while the copy runs; the array is never degraded.
+    let mut c =
+        Controller::connect(net.device("host1"), t1.local_addrs()[0], options(1)).expect("connect");
+    let ns = c.namespace(Nsid(1)).unwrap();
+    let mut shadow = data.clone();
+    let mut round = 0u64;
+    let done = eventually(std::time::Duration::from_secs(60), || {
+        assert!(
+            array.degraded_roles().is_empty(),
+            "degraded during a replace"
+        );
+        let at = (round as usize * 37) % 200;
+        let chunk = pattern(0x9000 + round, 24 * BS);
+        c.write(0, &ns, Lba(77 + at as u64), &chunk).unwrap();
+        shadow[at * BS..(at + 24) * BS].copy_from_slice(&chunk);
+        round += 1;
+        array.replace_status().is_none()
+    });
+    assert!(done, "the replace did not finish in 60 s");
+    assert_eq!(
+        array.member_names()[1].as_deref(),
+        Some(new.to_str().unwrap())
+    );
+    assert!(array.degraded_roles().is_empty());
+    let mut back = vec![0u8; shadow.len()];
+    c.read(0, &ns, Lba(77), &mut back).unwrap();
+    assert!(
+        back == shadow,
+        "data differs after the replace ({round} write rounds)"
+    );
+    c.shutdown().unwrap();
+    assert!(t1.shutdown().is_empty());
+    let remembered = std::fs::read_to_string(dir.0.join("state/array0.members")).unwrap();
+    assert!(remembered.contains(new.to_str().unwrap()), "{remembered}");
+    assert!(!remembered.lines().any(|l| l == old), "{remembered}");
+
+    // The configuration still lists the old disk: the remembered members bring the new one,
+    // the old one is refused by its superblock, and nothing is degraded.
+    let spec = build_spec(&config(&dir.0, &members, "10.0.1.2:4420")).expect("bring-up");
+    let array = spec.arrays[0].1.clone();
+    assert!(
+        array.degraded_roles().is_empty(),
+        "restart came up degraded"
+    );
+    assert_eq!(
+        array.member_names()[1].as_deref(),
+        Some(new.to_str().unwrap())
+    );
+    let t2 = Target::start(net.device("t2"), spec).unwrap();
+    let (second, back) = visit(&net, &t2, None, shadow.len());
+    assert_eq!(second, first, "identifiers changed across the replace");
+    assert!(back == shadow, "data differs after the restart");
     assert!(t2.shutdown().is_empty());
 }

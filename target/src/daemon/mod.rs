@@ -68,6 +68,45 @@ pub struct ArrayEntry {
     pub rebuild_bytes_per_sec: u64,
     /// A scrub was asked for (management socket).
     pub scrub_requested: AtomicBool,
+    /// Where its current members are remembered, if anywhere.
+    pub state_file: Option<std::path::PathBuf>,
+}
+
+impl ArrayEntry {
+    /// The array's member and spare paths now, members in role order.
+    pub fn device_paths(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.array.member_names().into_iter().flatten().collect();
+        if let Some(r) = self.array.replace_status() {
+            v.push(r.new);
+        }
+        v.extend(self.array.spare_names());
+        v
+    }
+
+    /// Rewrites the remembered members when they differ from `last` (updated on success).
+    pub fn remember(&self, last: &mut Vec<String>) {
+        let Some(file) = &self.state_file else { return };
+        let now = self.device_paths();
+        if now == *last {
+            return;
+        }
+        match crate::remember::save(file, &self.name, &now) {
+            Ok(()) => {
+                tracing::info!(
+                    "array {}: members remembered in {}: {}",
+                    self.name,
+                    file.display(),
+                    now.join(", ")
+                );
+                *last = now;
+            }
+            Err(e) => tracing::warn!(
+                "array {}: cannot remember its members in {}: {e} (a restart opens only the configured paths)",
+                self.name,
+                file.display()
+            ),
+        }
+    }
 }
 
 /// A live controller, as the control thread and the management socket see it.
@@ -238,6 +277,8 @@ pub struct TargetSpec {
     /// Per-QP pacing of I/O queues; `None`: not paced (the default here; the daemon takes it
     /// from the configuration's `[cc]`).
     pub cc: Option<CcSpec>,
+    /// Where each array's current members are remembered (`crate::remember`); `None`: nowhere.
+    pub state_dir: Option<std::path::PathBuf>,
 }
 
 impl TargetSpec {
@@ -255,6 +296,7 @@ impl TargetSpec {
             subsystems: Vec::new(),
             arrays: Vec::new(),
             cc: None,
+            state_dir: None,
         }
     }
 }
@@ -336,6 +378,10 @@ impl Target {
             .into_iter()
             .map(|(name, array, rate)| {
                 Arc::new(ArrayEntry {
+                    state_file: spec
+                        .state_dir
+                        .as_deref()
+                        .map(|d| crate::remember::file_for(d, &name)),
                     name,
                     array,
                     rebuild_bytes_per_sec: rate,
@@ -504,14 +550,27 @@ fn maintain(a: &ArrayEntry, shared: &Shared) {
     let mut exec = AnyExecutor::best(&[]);
     let mut throttle = Throttle::new(Some(a.rebuild_bytes_per_sec.max(1 << 20)));
     let mut scrubbing = false;
+    let mut remembered = Vec::new();
     while !shared.stopping.load(Ordering::Acquire) {
+        a.remember(&mut remembered);
         let step = if a.array.resync_pending() {
             a.array.resync_step(&mut exec, 16).map(|p| p.is_some())
         } else if a.array.rebuild_progress().is_some_and(|p| !p.finished) {
+            let replacing = a.array.replace_status();
             a.array.rebuild_step(&mut exec, 16).map(|p| {
                 if let Some(p) = p {
-                    if p.finished {
-                        tracing::info!("array {}: rebuild finished", a.name);
+                    match (&replacing, p.finished) {
+                        (Some(r), true) if a.array.replace_status().is_none() => {
+                            tracing::info!(
+                                "array {}: replace finished: {} holds role {} (was {})",
+                                a.name,
+                                r.new,
+                                r.role.0,
+                                r.old.as_deref().unwrap_or("missing")
+                            );
+                        }
+                        (_, true) => tracing::info!("array {}: rebuild finished", a.name),
+                        _ => {}
                     }
                 }
                 true
@@ -550,4 +609,5 @@ fn maintain(a: &ArrayEntry, shared: &Shared) {
             }
         }
     }
+    a.remember(&mut remembered);
 }

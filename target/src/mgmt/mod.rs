@@ -214,7 +214,7 @@ pub enum Request {
         /// Device path.
         path: String,
     },
-    /// Replace a member (rebuilds onto `new`, then retires `old`).
+    /// Replace a member: `new` is filled while `old` keeps serving, then `old` is retired.
     ArrayReplace {
         /// Array name.
         array: String,

@@ -56,7 +56,12 @@ fn array(out: &mut String, a: &ArrayStatus) {
         a.spares.join(", ")
     };
     let _ = writeln!(out, "    spares: {spares}");
-    for (what, p) in [("rebuild", &a.rebuild), ("scrub", &a.scrub)] {
+    let copy = if a.state == "replacing" {
+        "replace copy"
+    } else {
+        "rebuild"
+    };
+    for (what, p) in [(copy, &a.rebuild), ("scrub", &a.scrub)] {
         if let Some(p) = p {
             let _ = writeln!(out, "    {what}: {}", progress(p));
         }
