@@ -623,7 +623,11 @@ pub fn config_summary(c: &Config) -> String {
     let _ = writeln!(s, "  listen: {}", listen.join(", "));
     // The variants are single words; lower case is how the file spells them.
     let poll_mode = format!("{:?}", c.poll_mode).to_lowercase();
-    let _ = writeln!(s, "  pollers: {} ({poll_mode} polling)", c.cores);
+    let _ = writeln!(
+        s,
+        "  pollers: {} ({poll_mode} polling), {} storage workers per namespace each",
+        c.cores, c.storage_workers
+    );
     let _ = writeln!(s, "  management socket: {}", c.management_socket.display());
     let _ = writeln!(
         s,
@@ -1103,7 +1107,7 @@ mod tests {
         );
         for want in [
             "  listen: 0.0.0.0:4420\n",
-            "  pollers: 2 (adaptive polling)\n",
+            "  pollers: 2 (adaptive polling), 16 storage workers per namespace each\n",
             "  management socket: /run/raidline/raidline.sock\n",
             "  state directory: /var/lib/raidline (remembered members)\n",
             "  metrics: http://127.0.0.1:9420/metrics\n",

@@ -96,6 +96,8 @@ struct RawTarget {
     listen: Vec<Spanned<String>>,
     #[serde(default = "default_cores")]
     cores: Spanned<u32>,
+    #[serde(default = "default_storage_workers")]
+    storage_workers: Spanned<u32>,
     #[serde(default)]
     poll_mode: PollMode,
     #[serde(default = "default_socket")]
@@ -113,6 +115,7 @@ impl Default for RawTarget {
         RawTarget {
             listen: default_listen(),
             cores: default_cores(),
+            storage_workers: default_storage_workers(),
             poll_mode: PollMode::default(),
             management_socket: default_socket(),
             state_dir: default_state_dir(),
@@ -126,6 +129,16 @@ fn default_listen() -> Vec<Spanned<String>> {
     // 4420 is the IANA port for NVMe-oF; all addresses.
     vec![Spanned::new(0..0, "0.0.0.0:4420".to_owned())]
 }
+/// Array requests one poller keeps in flight per namespace: each worker thread runs one request
+/// (read, read-modify-write, reconstruct-write) at a time on its own io_uring. 16 matches the
+/// queue depth a host typically drives per queue (fio QD16, the kernel's md stripe cache
+/// concurrency at that depth); fewer workers cap a deeper host queue at that many.
+pub const DEFAULT_STORAGE_WORKERS: u32 = 16;
+
+fn default_storage_workers() -> Spanned<u32> {
+    Spanned::new(0..0, DEFAULT_STORAGE_WORKERS)
+}
+
 fn default_cores() -> Spanned<u32> {
     Spanned::new(0..0, 1)
 }
@@ -218,6 +231,8 @@ pub struct Config {
     pub listen: Vec<SocketAddr>,
     /// Poller threads.
     pub cores: u32,
+    /// Storage worker threads per namespace per poller (array requests in flight).
+    pub storage_workers: u32,
     /// How pollers wait.
     pub poll_mode: PollMode,
     /// Management socket path.
@@ -388,6 +403,7 @@ impl Config {
             return cx.err(0..0, "target.listen is empty: nothing to serve on");
         }
         let cores = cx.range(&t.cores, 1, 256, "target.cores")?;
+        let storage_workers = cx.range(&t.storage_workers, 1, 256, "target.storage_workers")?;
         let metrics = match &t.metrics {
             None => None,
             Some(m) => match m.get_ref().parse::<SocketAddr>() {
@@ -522,6 +538,7 @@ impl Config {
         Ok(Config {
             listen,
             cores,
+            storage_workers,
             poll_mode: t.poll_mode,
             management_socket: t.management_socket.clone(),
             state_dir: t.state_dir.clone(),

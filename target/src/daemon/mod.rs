@@ -283,14 +283,14 @@ pub struct TargetSpec {
 
 impl TargetSpec {
     /// Defaults for `limits`: one poller, adaptive polling, a pool of 256 × 128 KiB and
-    /// 16 × max-transfer buffers, 4 storage workers per namespace.
+    /// 16 × max-transfer buffers, 16 storage workers per namespace.
     pub fn new(limits: Limits) -> TargetSpec {
         TargetSpec {
             listen: Vec::new(),
             pollers: 1,
             poll_mode: PollMode::Adaptive,
             limits,
-            workers_per_namespace: 4,
+            workers_per_namespace: crate::config::DEFAULT_STORAGE_WORKERS as usize,
             pool_small: (256, 128 << 10),
             pool_large: (16, limits.max_transfer as usize),
             subsystems: Vec::new(),
