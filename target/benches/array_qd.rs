@@ -1,0 +1,190 @@
+//! What the storage workers per namespace buy at a host's queue depth: the daemon's own bring-up
+//! (`service::build_spec` from a configuration) creates a RAID-5 over four O_DIRECT file
+//! members on this machine's disk (io_uring, the target's registered pool), a [`Target`] serves
+//! it over the in-memory fabric, and the initiator library's perf engine drives one I/O queue
+//! at QD16 with 4 KiB random reads, then random writes (read-modify-write on the array). The
+//! same rows run with `storage_workers` = 4 and 16, interleaved (run 1 of every row, then run
+//! 2, ...), and the summary gives medians and the ratio 16 / 4 from the same run.
+//!
+//! Each worker thread runs one array request at a time, so the number of workers is the number
+//! of array requests in flight per poller and namespace; a host queue deeper than that waits.
+//!
+//! Usage: `cargo bench -p raidline-target --bench array_qd --no-default-features -- [--secs S]
+//! [--runs N] [--dir PATH]` (PATH: where the member files go, default /var/tmp; it must be a
+//! filesystem with O_DIRECT, not tmpfs). Every I/O is checked: an error fails the bench.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use raidline_fabric::mem::MemNetwork;
+use raidline_initiator::hist::Histogram;
+use raidline_initiator::perf::{run_worker, Live, PerfConfig};
+use raidline_initiator::{Controller, ControllerOptions, HostIdentity, Nsid};
+use raidline_proto::text::Nqn;
+use raidline_target::config::Config;
+use raidline_target::daemon::Target;
+use raidline_target::service::build_spec;
+
+type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+const SUBNQN: &str = "nqn.2026-11.io.raidline:array-qd";
+const MEMBER_BYTES: u64 = 256 << 20;
+const QUEUE_DEPTH: u16 = 16;
+const WORKERS: [u32; 2] = [4, 16];
+
+struct Opts {
+    secs: f64,
+    runs: usize,
+    dir: PathBuf,
+}
+
+fn parse_args() -> BenchResult<Opts> {
+    let mut o = Opts {
+        secs: 5.0,
+        runs: 3,
+        dir: PathBuf::from("/var/tmp"),
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut val = || args.next().ok_or(format!("{a} needs a value"));
+        match a.as_str() {
+            "--secs" => o.secs = val()?.parse()?,
+            "--runs" => o.runs = val()?.parse()?,
+            "--dir" => o.dir = PathBuf::from(val()?),
+            // cargo bench passes --bench; nothing else is expected.
+            "--bench" => {}
+            other => return Err(format!("unknown argument {other}").into()),
+        }
+    }
+    Ok(o)
+}
+
+fn config(dir: &Path, workers: u32, port: u16) -> BenchResult<Config> {
+    let members: Vec<String> = (0..4)
+        .map(|i| format!("\"{}\"", dir.join(format!("m{i}.img")).display()))
+        .collect();
+    let text = format!(
+        r#"
+[target]
+listen = ["10.7.0.1:{port}"]
+cores = 1
+storage_workers = {workers}
+management_socket = "{dir}/raidline.sock"
+state_dir = "{dir}/state"
+
+[[array]]
+name = "bench"
+members = [{members}]
+chunk_kib = 64
+parity = "cpu"
+assume_clean = true
+
+[[subsystem]]
+nqn = "{SUBNQN}"
+model = "Raidline bench"
+allow_any_host = true
+
+[[subsystem.namespace]]
+nsid = 1
+array = "bench"
+"#,
+        dir = dir.display(),
+        members = members.join(", "),
+    );
+    Ok(Config::parse(&text, "array_qd.toml")?)
+}
+
+/// IOPS and p99 (µs) of one row run.
+fn run_row(net: &MemNetwork, target: &Target, read: bool, secs: f64) -> BenchResult<(f64, f64)> {
+    let mut o = ControllerOptions::new(HostIdentity::from_uuid([0x42; 16]), Nqn::new(SUBNQN)?);
+    o.kato = Duration::ZERO;
+    o.aer = false;
+    o.io_queues = 1;
+    o.io_depth = 64;
+    o.io_timeout = Duration::from_secs(30);
+    let addr: SocketAddr = *target.local_addrs().first().ok_or("no listener")?;
+    let mut c = Controller::connect(net.device("host"), addr, o)?;
+    let ns = c.namespace(Nsid(1))?;
+    let mut qs = c.take_io_queues();
+    let q = qs.first_mut().ok_or("no I/O queue")?;
+    let cfg = PerfConfig {
+        queue_depth: QUEUE_DEPTH,
+        block_size: 4096,
+        read_percent: if read { 100 } else { 0 },
+        random: true,
+        duration: Duration::from_secs_f64(secs),
+        range_blocks: 0,
+        seed: 0x5157 ^ u64::from(read),
+    };
+    let r = run_worker(q, &ns, &cfg, 0, 1, &AtomicBool::new(false), &Live::default())?;
+    if let Some(e) = r.first_error {
+        return Err(format!("{} I/O errors, first: {e}", r.errors).into());
+    }
+    let lat: &Histogram = &r.latency;
+    let iops = r.ios() as f64 / r.elapsed.as_secs_f64();
+    Ok((iops, lat.percentile(99.0) as f64 / 1e3))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() -> BenchResult<()> {
+    let o = parse_args()?;
+    let dir = o.dir.join(format!("raidline-array-qd-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    for i in 0..4 {
+        let f = std::fs::File::create(dir.join(format!("m{i}.img")))?;
+        f.set_len(MEMBER_BYTES)?;
+    }
+    let net = MemNetwork::new();
+    // results[workers][read?] = runs of (IOPS, p99)
+    let mut results = vec![[Vec::new(), Vec::new()]; WORKERS.len()];
+    let mut port = 4420u16;
+    for run in 0..o.runs {
+        for (wi, &w) in WORKERS.iter().enumerate() {
+            port += 1;
+            let spec = build_spec(&config(&dir, w, port)?)?;
+            let target = Target::start(net.device(&format!("t{port}")), spec)?;
+            for read in [true, false] {
+                let r = run_row(&net, &target, read, o.secs)?;
+                println!(
+                    "run {} workers {w:2} {:9} {:8.0} IOPS  p99 {:8.0} us",
+                    run + 1,
+                    if read { "randread" } else { "randwrite" },
+                    r.0,
+                    r.1
+                );
+                results[wi][usize::from(!read)].push(r);
+            }
+            let errors = target.shutdown();
+            if !errors.is_empty() {
+                return Err(format!("shutdown: {errors:?}").into());
+            }
+        }
+    }
+    println!(
+        "\n4 KiB random I/O, QD{QUEUE_DEPTH}, one queue, RAID-5 of 4 O_DIRECT files (64 KiB chunk) under {}; median of {} runs",
+        o.dir.display(),
+        o.runs
+    );
+    println!("| job | workers 4 IOPS | workers 16 IOPS | ratio | workers 4 p99 µs | workers 16 p99 µs |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    for (k, job) in ["randread-4k", "randwrite-4k"].iter().enumerate() {
+        let iops = |wi: usize| median(results[wi][k].iter().map(|r| r.0).collect());
+        let p99 = |wi: usize| median(results[wi][k].iter().map(|r| r.1).collect());
+        println!(
+            "| {job} | {:.0} | {:.0} | {:.2} | {:.0} | {:.0} |",
+            iops(0),
+            iops(1),
+            iops(1) / iops(0),
+            p99(0),
+            p99(1)
+        );
+    }
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
