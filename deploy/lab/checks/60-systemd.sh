@@ -67,23 +67,34 @@ wait_until() {
 # The journal of the unit (systemd's messages about it and the daemon's own): mark prints how
 # many lines it has now, journal_since MARK what came after. (Not --after-cursor: journalctl 252
 # combined with -u skips the first matching entry when the cursor's own entry does not match.)
-unit_journal() { journalctl --sync 2>/dev/null || true; journalctl -u "$u" -o cat --no-pager; }
+unit_journal() { journalctl -u "$u" -o cat --no-pager; }
 mark() { unit_journal | wc -l; }
 journal_since() { unit_journal | tail -n +"$(($1 + 1))"; }
-# jwait MARK SECS REGEX: the unit's journal after MARK has a line matching REGEX (journald
-# receives the daemon's stdout stream asynchronously).
-jwait() {
-  local c=$1 secs=$2 re=$3 i
-  for ((i = 0; i < secs * 4; i++)); do
-    # Not grep -q: journalctl would die of SIGPIPE and fail the pipeline (pipefail).
-    journal_since "$c" | grep -E -- "$re" > /dev/null && return 0
-    sleep 0.25
+# jcheck MARK SECS REGEX... [!REGEX...]: the unit's journal after MARK has a line matching each
+# REGEX within SECS (journald receives the daemon's stdout stream asynchronously), and, once they
+# are all there, none matching a !REGEX. One read of the journal per try (slow under TCG).
+jcheck() {
+  local c=$1 secs=$2 text re missing i
+  shift 2
+  for ((i = 0; ; i++)); do
+    text=$(journal_since "$c")
+    missing=""
+    for re in "$@"; do
+      [[ $re == '!'* ]] && continue
+      grep -Eq -- "$re" <<< "$text" || { missing=$re; break; }
+    done
+    [ -z "$missing" ] && break
+    if ((i >= secs * 2)); then
+      tail -n 30 <<< "$text" >&2
+      fail "the journal of $u has no line matching /$missing/ after ${secs}s"
+    fi
+    journalctl --sync 2>/dev/null || true
+    sleep 0.5
   done
-  journal_since "$c" | tail -n 30 >&2
-  fail "the journal of $u has no line matching /$re/ after ${secs}s"
-}
-jnot() { # MARK REGEX
-  if journal_since "$1" | grep -E -- "$2" >&2; then fail "the journal of $u has lines matching /$2/"; fi
+  for re in "$@"; do
+    [[ $re == '!'* ]] || continue
+    if grep -E -- "${re#!}" <<< "$text" >&2; then fail "the journal of $u has lines matching /${re#!}/"; fi
+  done
 }
 
 lab_modules nvme-rdma
@@ -124,7 +135,7 @@ grep -q "subnqn: *$nqn\$" <<< "$d" || fail "discovery log does not list $nqn"
 ready_s=$(awk -v a="${P[ExecMainStartTimestampMonotonic]}" -v b="${P[ActiveEnterTimestampMonotonic]}" 'BEGIN { printf "%.1f", (b - a) / 1e6 }')
 pid=${P[MainPID]}
 row "1 start → READY" "$took" "ActiveState=${P[ActiveState]} SubState=${P[SubState]} MainPID=$pid NRestarts=${P[NRestarts]} WatchdogUSec=${P[WatchdogUSec]} StatusText='${P[StatusText]}' exec→active=${ready_s}s; nvme discover at once: ok"
-jwait "$c" 10 "ready: serving on $LAB_IP:4420"
+jcheck "$c" 10 "ready: serving on $LAB_IP:4420" '!O_DIRECT open failed' '!ERROR'
 
 # The unit's settings as the kernel sees them on the serving process.
 st=/proc/$pid/status
@@ -132,7 +143,15 @@ grep -q '^NoNewPrivs:[[:space:]]*1' "$st" || fail "NoNewPrivileges not in effect
 grep -q '^Seccomp:[[:space:]]*2' "$st" || fail "no seccomp filter (SystemCallArchitectures/RestrictAddressFamilies)"
 grep -Eq '^Max locked memory +unlimited +unlimited' "/proc/$pid/limits" || fail "LimitMEMLOCK not unlimited"
 [ "$(cat "/proc/$pid/oom_score_adj")" = -500 ] || fail "OOMScoreAdjust not -500"
-[[ ,$(findmnt -N "$pid" -no OPTIONS /etc), == *,ro,* ]] || fail "/etc is writable for the daemon (ProtectSystem=full)"
+ro() { [[ ,$(findmnt -N "$pid" -no OPTIONS "$1"), == *,ro,* ]] || fail "$1 is writable for the daemon ($2)"; }
+ro /etc ProtectSystem=full; ro /usr ProtectSystem=full
+ro /proc/sys ProtectKernelTunables; ro /sys ProtectKernelTunables; ro /sys/fs/cgroup ProtectControlGroups
+[ "$(stat -Lc %d:%i "/proc/$pid/root/tmp")" != "$(stat -Lc %d:%i /tmp)" ] || fail "the daemon shares /tmp (PrivateTmp)"
+[ "$(stat -Lc %a "/proc/$pid/root/root")" = 0 ] || fail "/root is accessible to the daemon (ProtectHome)"
+grep -q '^Umask:[[:space:]]*0027' "$st" || fail "umask $(awk '/^Umask/ { print $2 }' "$st") (UMask=0027)"
+capbnd=$(awk '/^CapBnd:/ { print $2 }' "$st")
+(( (16#$capbnd >> 16 & 1) == 0 )) || fail "CAP_SYS_MODULE in the bounding set (ProtectKernelModules)"
+(( (16#$capbnd >> 34 & 1) == 0 )) || fail "CAP_SYSLOG in the bounding set (ProtectKernelLogs)"
 fds=$(ls -l "/proc/$pid/fd" 2>/dev/null)
 uring=$(grep -c 'io_uring' <<< "$fds" || true)
 verbs=$(grep -cE '/dev/infiniband/(uverbs|rdma_cm)' <<< "$fds" || true)
@@ -145,8 +164,7 @@ for fd in "/proc/$pid"/fd/*; do
   if (( 8#$flags & 8#40000 )); then direct=$((direct + 1)); fi
 done
 [ "$direct" -ge 4 ] || fail "$direct member fds are O_DIRECT (want 4)"
-jnot "$c" "O_DIRECT open failed"
-row "1 hardening" - "NoNewPrivs=1 Seccomp=2 memlock=unlimited oom_score_adj=-500 /etc ro; io_uring fds=$uring verbs fds=$verbs O_DIRECT members=$direct"
+row "1 hardening" - "NoNewPrivs=1 Seccomp=2 Umask=0027 CapBnd=$capbnd memlock=unlimited oom_score_adj=-500; ro /etc /usr /proc/sys /sys /sys/fs/cgroup; private /tmp; /root mode 0; io_uring fds=$uring verbs fds=$verbs O_DIRECT members=$direct"
 
 [ "$(stat -c %a /run/raidline)" = 750 ] || fail "/run/raidline is mode $(stat -c %a /run/raidline) (want 750)"
 [ -S /run/raidline/raidline.sock ] || fail "no socket /run/raidline/raidline.sock"
@@ -177,10 +195,8 @@ restarted() { # N OLDPID: NRestarts=N and active with another main PID
 wait_until 60 "no restart after SIGKILL" restarted 1 "$pid"
 took=$(dt "$t")
 old=$pid pid=${P[MainPID]}
-jwait "$c" 10 "Main process exited, code=killed, status=9/KILL"
-jwait "$c" 10 "Failed with result 'signal'"
-jwait "$c" 10 "was not stopped cleanly"
-jwait "$c" 10 "ready: serving on"
+jcheck "$c" 10 "Main process exited, code=killed, status=9/KILL" "Failed with result 'signal'" \
+  "Scheduled restart job, restart counter is at 1" "was not stopped cleanly" "ready: serving on"
 readback "after the SIGKILL restart"
 row "2 SIGKILL → restart" "$took" "MainPID $old → $pid NRestarts=${P[NRestarts]} ActiveState=${P[ActiveState]} SubState=${P[SubState]}; journal: status=9/KILL, result 'signal', unclean stop noticed; host reconnected, data equal"
 
@@ -191,10 +207,8 @@ kill -STOP "$pid"
 wait_until 60 "no watchdog restart after SIGSTOP" restarted 2 "$pid"
 took=$(dt "$t")
 old=$pid pid=${P[MainPID]}
-jwait "$c" 10 "Watchdog timeout \(limit 10s\)"
-jwait "$c" 10 "status=6/ABRT"
-jwait "$c" 10 "Failed with result 'watchdog'"
-jwait "$c" 10 "ready: serving on"
+jcheck "$c" 10 "Watchdog timeout \(limit 10s\)" "Killing process $old \(raidline\) with signal SIGABRT" \
+  "status=6/ABRT" "Failed with result 'watchdog'" "Scheduled restart job, restart counter is at 2" "ready: serving on"
 awk -v s="$took" 'BEGIN { exit !(s >= 9) }' || fail "restarted ${took}s after SIGSTOP: before WatchdogSec=10s"
 readback "after the watchdog restart"
 row "3 SIGSTOP → watchdog" "$took" "MainPID $old → $pid NRestarts=${P[NRestarts]} ActiveState=${P[ActiveState]}; journal: 'Watchdog timeout (limit 10s)', status=6/ABRT, result 'watchdog'; data equal"
@@ -210,13 +224,10 @@ took=$(dt "$t")
 systemd-analyze log-level info
 props ActiveState SubState Result NRestarts
 expect ActiveState inactive; expect SubState dead; expect Result success
-jwait "$c" 10 "stopping: draining in-flight I/O"
-jwait "$c" 10 "array array0: stopped clean"
-jwait "$c" 10 "stopped cleanly"
-# Exited by itself with status 0 (not killed by the SIGTERM, which systemd would also call success).
-jwait "$c" 10 "Main process exited, code=exited, status=0/SUCCESS"
-jwait "$c" 10 "Deactivated successfully"
-jnot "$c" "SIGKILL|9/KILL|timed out|ERROR"
+# The daemon drains and marks the array clean, then exits by itself with status 0 (not killed by
+# the SIGTERM, which systemd would also count as success); no SIGKILL, no stop timeout.
+jcheck "$c" 10 "stopping: draining in-flight I/O" "array array0: stopped clean" "stopped cleanly" \
+  "Main process exited, code=exited, status=0/SUCCESS" "Deactivated successfully" '!SIGKILL|9/KILL|timed out|ERROR'
 awk -v s="$took" 'BEGIN { exit !(s < 60) }' || fail "stop took ${took}s (TimeoutStopSec=60)"
 [ ! -e /run/raidline ] || fail "/run/raidline still exists after stop (RuntimeDirectory)"
 row "4 stop (SIGTERM)" "$took" "ActiveState=${P[ActiveState]} SubState=${P[SubState]} Result=${P[Result]} NRestarts=${P[NRestarts]}; journal: 'array array0: stopped clean', 'stopped cleanly', 'code=exited, status=0/SUCCESS', no SIGKILL/timeout; /run/raidline removed"

@@ -63,7 +63,8 @@ if [ ! -r "/lab/run/$role.cmd" ]; then
   halt
 fi
 if [ "$init" = systemd ]; then
-  # Still PID 1: systemd takes over this process.
+  # Still PID 1: systemd takes over this process (execfail: a failed exec returns here).
+  shopt -s execfail
   exec "$LAB_DIR/guest/systemd-pid1.sh" "$role"
   say "cannot exec $LAB_DIR/guest/systemd-pid1.sh"
   halt

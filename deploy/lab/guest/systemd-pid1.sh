@@ -72,6 +72,7 @@ UNIT
 
 export SYSTEMD_UNIT_PATH=/etc/systemd/system:$units
 export SYSTEMD_GENERATOR_PATH=$units/none SYSTEMD_ENVIRONMENT_GENERATOR_PATH=$units/none
+shopt -s execfail   # a failed exec returns here, so PID 1 still powers off
 exec /lib/systemd/systemd --unit=lab.target
 say "cannot exec /lib/systemd/systemd"
 halt
