@@ -108,6 +108,12 @@ lab_log "systemd $(systemctl --version | head -n1 | cut -d' ' -f2) is PID 1; rxe
 install -m 0755 "$bin" /usr/local/bin/raidline
 install -d /etc/raidline && install -m 0644 "$out/raidline.toml" /etc/raidline/
 install -m 0644 "$repo/deploy/raidline.service" /etc/systemd/system/
+# RAIDLINE_DROPIN=FILE (--env): a drop-in for the unit, to try an option here before putting it in
+# deploy/raidline.service (e.g. "[Service]\nSystemCallFilter=~@aio" must fail the io_uring check).
+if [ -n "${RAIDLINE_DROPIN:-}" ]; then
+  install -D -m 0644 "$RAIDLINE_DROPIN" /etc/systemd/system/raidline.service.d/lab.conf
+  lab_log "with the drop-in $RAIDLINE_DROPIN: $(grep -v '^\[' "$RAIDLINE_DROPIN" | tr '\n' ' ')"
+fi
 raidline check-config /etc/raidline/raidline.toml > /dev/null || fail "check-config"
 c=$(journalctl -q -n 0 --show-cursor | sed -n 's/^-- cursor: //p')
 systemctl daemon-reload
