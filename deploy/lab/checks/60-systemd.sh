@@ -4,6 +4,9 @@
 # deploy/raidline.service under a real systemd: the host's systemd is PID 1 of the guest
 # (deploy/lab/run --systemd, guest/systemd-pid1.sh), the unit file is installed unchanged as its
 # header says, on 4 emulated NVMe drives served over rxe to the kernel's nvme-rdma host:
+#  0. the rxe device comes from deploy/rxe-setup@.service (udev running, for its BindsTo= on
+#     eth0's device unit), pulled in and ordered first by the drop-in the unit's header shows:
+#     no RDMA link before, rxe-setup@eth0 active (exited) and ready before raidline's exec;
 #  1. `systemctl start raidline` returns only once the daemon sent READY=1: right after it the
 #     unit is active/running, StatusText is the READY message's "serving on ...", and an
 #     immediate `nvme discover` (no retry) lists the subsystem; the process runs with the unit's
@@ -20,7 +23,8 @@
 #  4. `systemctl stop` with the host still connected: SIGTERM, the daemon drains and marks the
 #     array clean ("array array0: stopped clean", "stopped cleanly"), exits by itself with status
 #     0 (systemd's own log line), Result=success, no SIGKILL, well within TimeoutStopSec;
-#     /run/raidline is gone.
+#     /run/raidline is gone;
+#  5. `systemctl stop rxe-setup@eth0` removes the rxe device.
 # Each step prints a row: its time and the `systemctl show` fields and journal lines it asserted
 # (also in $LAB_RUN/systemd/summary.txt; the unit's journal in $LAB_RUN/systemd/raidline.journal,
 # the whole boot's in $LAB_RUN/solo.journal).
@@ -101,8 +105,27 @@ jcheck() {
 lab_modules nvme-rdma
 lab_nvme_timeouts 10
 lab_hostnqn
-lab_rxe_up eth0
-lab_log "systemd $(systemctl --version | head -n1 | cut -d' ' -f2) is PID 1; rxe $LAB_RXE"
+lab_log "systemd $(systemctl --version | head -n1 | cut -d' ' -f2) is PID 1"
+
+# 0. The RDMA device comes from deploy/rxe-setup@.service, installed as deploy/lab/README.md says
+# and ordered before raidline by the drop-in deploy/raidline.service's header shows. Its
+# BindsTo= needs eth0's device unit, which needs udev (the host's units, as on a real host; a
+# "change" event, so udev does not rename the interface that is already up).
+for f in systemd-udevd.service systemd-udevd-control.socket systemd-udevd-kernel.socket; do
+  cp "/lib/systemd/system/$f" /etc/systemd/system/ || fail "no $f on this host"
+done
+install -m 0755 "$repo/deploy/rxe-setup" /usr/local/sbin/rxe-setup
+install -m 0644 "$repo/deploy/rxe-setup@.service" /etc/systemd/system/
+install -d /etc/systemd/system/raidline.service.d
+printf '[Unit]\nWants=rxe-setup@eth0.service\nAfter=rxe-setup@eth0.service\n' > /etc/systemd/system/raidline.service.d/rxe.conf
+systemctl daemon-reload
+systemctl start systemd-udevd || fail "systemctl start systemd-udevd"
+udevadm trigger --subsystem-match=net --action=change
+udevadm settle -t 30 || true
+[ "$(systemctl show -P ActiveState sys-subsystem-net-devices-eth0.device)" = active ] ||
+  fail "no device unit for eth0 after udev's trigger"
+[ -z "$(rdma link show 2>/dev/null)" ] || fail "an RDMA link exists before rxe-setup@eth0 ran"
+export LAB_RXE=rxe_eth0   # rxe-setup's name for it; raidline.sh config then does not create it
 
 # Install exactly as deploy/raidline.service's header says.
 "$LAB_DIR/raidline.sh" config --out "$out/raidline.toml" --addr "$LAB_IP" --nqn "$nqn" --bin "$bin"
@@ -122,9 +145,9 @@ systemctl enable raidline 2>&1 | sed 's/^/  /' >&2
 [ "$(systemctl is-enabled raidline)" = enabled ] || fail "systemctl enable raidline"
 props Type NotifyAccess Restart RestartUSec TimeoutStopUSec LimitMEMLOCK UnitFileState
 expect Type notify; expect NotifyAccess main; expect Restart on-failure; expect UnitFileState enabled
-# systemd warns about every line it does not understand when it loads the unit (loaded by now).
-if journalctl --sync; journalctl -o cat --no-pager --after-cursor="$c" | grep -E 'raidline\.service:[0-9]+:' >&2; then
-  fail "systemd did not accept every line of deploy/raidline.service"
+# systemd warns about every line it does not understand when it loads a unit (loaded by now).
+if journalctl --sync; journalctl -o cat --no-pager --after-cursor="$c" | grep -E 'raidline\.service(\.d/[^:]+)?:[0-9]+:|rxe-setup@\.service:[0-9]+:' >&2; then
+  fail "systemd did not accept every line of deploy/raidline.service, its drop-ins and deploy/rxe-setup@.service"
 fi
 row "unit loaded" - "Type=${P[Type]} NotifyAccess=${P[NotifyAccess]} Restart=${P[Restart]} RestartUSec=${P[RestartUSec]} TimeoutStopUSec=${P[TimeoutStopUSec]} LimitMEMLOCK=${P[LimitMEMLOCK]} UnitFileState=${P[UnitFileState]}"
 
@@ -142,6 +165,14 @@ grep -q "subnqn: *$nqn\$" <<< "$d" || fail "discovery log does not list $nqn"
 ready_s=$(awk -v a="${P[ExecMainStartTimestampMonotonic]}" -v b="${P[ActiveEnterTimestampMonotonic]}" 'BEGIN { printf "%.1f", (b - a) / 1e6 }')
 pid=${P[MainPID]}
 row "1 start → READY" "$took" "ActiveState=${P[ActiveState]} SubState=${P[SubState]} MainPID=$pid NRestarts=${P[NRestarts]} WatchdogUSec=${P[WatchdogUSec]} StatusText='${P[StatusText]}' exec→active=${ready_s}s; nvme discover at once: ok"
+rxe_props=$(systemctl show -p ActiveState -p SubState -p Result -p ActiveEnterTimestampMonotonic rxe-setup@eth0)
+grep -qx 'ActiveState=active' <<< "$rxe_props" && grep -qx 'SubState=exited' <<< "$rxe_props" &&
+  grep -qx 'Result=success' <<< "$rxe_props" || fail "rxe-setup@eth0 after raidline's start: $rxe_props"
+rxe_at=$(sed -n 's/^ActiveEnterTimestampMonotonic=//p' <<< "$rxe_props")
+[ "$rxe_at" -gt 0 ] && [ "$rxe_at" -le "${P[ExecMainStartTimestampMonotonic]}" ] ||
+  fail "rxe-setup@eth0 was ready at ${rxe_at} µs, raidline started at ${P[ExecMainStartTimestampMonotonic]} µs"
+rdma link show | grep -q "^link $LAB_RXE/1 state ACTIVE" || fail "no active $LAB_RXE"
+row "1 rxe-setup@eth0 first" - "pulled in by raidline's drop-in: ActiveState=active SubState=exited Result=success, ready $(awk -v a="$rxe_at" -v b="${P[ExecMainStartTimestampMonotonic]}" 'BEGIN { printf "%.1f", (b - a) / 1e6 }') s before raidline's exec; $LAB_RXE ACTIVE"
 jcheck "$c" 10 "ready: serving on $LAB_IP:4420" '!O_DIRECT open failed' '!ERROR'
 
 # The unit's settings as the kernel sees them on the serving process.
@@ -238,6 +269,9 @@ awk -v s="$took" 'BEGIN { exit !(s < 60) }' || fail "stop took ${took}s (Timeout
 [ ! -e /run/raidline ] || fail "/run/raidline still exists after stop (RuntimeDirectory)"
 row "4 stop, host connected" "$took" "ActiveState=${P[ActiveState]} SubState=${P[SubState]} Result=${P[Result]} NRestarts=${P[NRestarts]}; journal: 'array array0: stopped clean', 'stopped cleanly', 'code=exited, status=0/SUCCESS', no SIGKILL/timeout; /run/raidline removed"
 nvme disconnect -n "$nqn" > /dev/null || fail "nvme disconnect"
+systemctl stop rxe-setup@eth0 || fail "systemctl stop rxe-setup@eth0"
+[ -z "$(rdma link show 2>/dev/null)" ] || fail "rxe-setup@eth0 stopped but an RDMA link is left"
+row "5 rxe-setup@eth0 stop" - "ActiveState=$(systemctl show -P ActiveState rxe-setup@eth0); $LAB_RXE removed"
 
 journalctl -u "$u" -o short-monotonic --no-pager > "$out/raidline.journal"
 lab_log "deploy/raidline.service under systemd: PASS (the rows above are in ${summary#"$LAB_RUN"/})"
