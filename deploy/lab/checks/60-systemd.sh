@@ -10,9 +10,11 @@
 #  1. `systemctl start raidline` returns only once the daemon sent READY=1: right after it the
 #     unit is active/running, StatusText is the READY message's "serving on ...", and an
 #     immediate `nvme discover` (no retry) lists the subsystem; the process runs with the unit's
-#     hardening (NoNewPrivs, seccomp, read-only /etc, memlock unlimited, OOM adjust) and still
-#     holds its io_uring instances, its verbs devices and O_DIRECT members; `raidline status`
-#     answers on /run/raidline/raidline.sock (RuntimeDirectory, 0750); the host connects and
+#     hardening (NoNewPrivs, seccomp, umask, bounding set, read-only /etc /usr /proc/sys /sys
+#     /sys/fs/cgroup, private /tmp, no /root, memlock, OOM adjust) and still holds its io_uring
+#     instances, its verbs devices and O_DIRECT members; `raidline status`
+#     answers on /run/raidline/raidline.sock (RuntimeDirectory, 0750), the metrics endpoint on
+#     127.0.0.1:9420 (AF_INET under RestrictAddressFamilies); the host connects and
 #     writes 8 MiB (O_DIRECT), which reads back equal;
 #  2. SIGKILL of the main PID: systemd restarts it (Restart=on-failure), NRestarts 0 → 1, a new
 #     MainPID is active, the journal has "code=killed, status=9/KILL" and the daemon's unclean-stop
@@ -208,7 +210,12 @@ row "1 hardening" - "NoNewPrivs=1 Seccomp=2 Umask=0027 CapBnd=$capbnd memlock=un
 [ -S /run/raidline/raidline.sock ] || fail "no socket /run/raidline/raidline.sock"
 raidline status > "$out/status.txt" || fail "raidline status over /run/raidline/raidline.sock"
 grep -q array0 "$out/status.txt" || fail "raidline status lists no array0"
-row "1 raidline status" - "socket /run/raidline/raidline.sock mode $(stat -c %a /run/raidline/raidline.sock), dir 750; lists array0"
+exec 3<>/dev/tcp/127.0.0.1/9420 || fail "the metrics endpoint 127.0.0.1:9420 does not accept"
+printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3
+cat <&3 > "$out/metrics.txt"
+exec 3<&-
+grep -q '^raidline_' "$out/metrics.txt" || fail "the metrics endpoint serves no raidline_ metric"
+row "1 raidline status" - "socket /run/raidline/raidline.sock mode $(stat -c %a /run/raidline/raidline.sock), dir 750; lists array0; metrics on 127.0.0.1:9420 answer"
 
 nvme connect -t rdma -a "$LAB_IP" -s 4420 -n "$nqn" --reconnect-delay=1 --ctrl-loss-tmo=120 > /dev/null ||
   fail "nvme connect"
