@@ -7,11 +7,14 @@
 #       creation, allow any host; --cc-rate: every I/O queue pair paced by the `fixed`
 #       algorithm at MBPS megabits per second), start `raidline run` in the background (log: $LAB_RUN/raidline.log,
 #       appended across restarts) and wait until it logs "ready"
+#   raidline.sh config [--out PATH] [--addr IP] [--nqn NQN] [--chunk KiB] [--cores N] [--cc-rate MBPS]
+#       only write that configuration to PATH (default $LAB_RUN/raidline.toml) and check it with
+#       `raidline check-config`: for a daemon started otherwise (checks/60-systemd.sh: systemd)
 #   raidline.sh stop      SIGTERM; wait for a clean exit (status 0, "stopped cleanly")
 #   raidline.sh kill      SIGKILL, no goodbye (crash test)
 #   raidline.sh status    `raidline status` over the management socket
 #   raidline.sh cli ARGS… `raidline ARGS… --socket <the lab's socket>` (e.g. `cli ns disable NQN 1`)
-usage="usage: raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N] [--cc-rate MBPS] | stop | kill | status | cli ARGS..."
+usage="usage: raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N] [--cc-rate MBPS] | config [--out PATH] [same options] | stop | kill | status | cli ARGS..."
 set -euo pipefail
 
 lab=$(cd "$(dirname "$0")" && pwd)
@@ -21,7 +24,7 @@ die() { echo "raidline.sh: error: $*" >&2; exit 2; }
 
 [ $# -ge 1 ] || die "$usage"
 action=$1; shift
-addr=${LAB_IP:-} nqn=nqn.2026-11.io.raidline:array0 chunk=64 cores=1 cc_rate=""
+addr=${LAB_IP:-} nqn=nqn.2026-11.io.raidline:array0 chunk=64 cores=1 cc_rate="" out=$LAB_RUN/raidline.toml
 bin=${RAIDLINE_BIN:-$lab/../../build/release/raidline}
 if [ "$action" = cli ]; then
   exec "$bin" "$@" --socket /run/raidline/raidline.sock
@@ -30,7 +33,7 @@ while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || die "$1 needs a value
 $usage"
   case "$1" in
-    --addr) addr=$2 ;; --nqn) nqn=$2 ;; --chunk) chunk=$2 ;; --bin) bin=$2 ;; --cores) cores=$2 ;; --cc-rate) cc_rate=$2 ;;
+    --addr) addr=$2 ;; --nqn) nqn=$2 ;; --chunk) chunk=$2 ;; --bin) bin=$2 ;; --cores) cores=$2 ;; --cc-rate) cc_rate=$2 ;; --out) out=$2 ;;
     *) die "unknown option $1
 $usage" ;;
   esac
@@ -41,15 +44,15 @@ log=$LAB_RUN/raidline.log
 pidfile=/run/raidline-lab.pid
 sock=/run/raidline/raidline.sock
 
-case "$action" in
-  start)
-    [ -x "$bin" ] || die "no $bin (cargo build --release -p raidline-target --bin raidline)"
-    [ -n "$addr" ] || die "no --addr and no \$LAB_IP"
-    mapfile -t drives < <(lab_nvme_drives)
-    [ "${#drives[@]}" -ge 3 ] || die "RAID-5 needs at least 3 drives, have ${#drives[@]}"
-    [ -n "${LAB_RXE:-}" ] || lab_rxe_up
-    members=$(printf '"%s", ' "${drives[@]}")
-    cat > "$conf" <<CONF
+# write_config PATH: the configuration (see the header) for $addr, $nqn, $chunk, $cores, $cc_rate.
+write_config() {
+  local path=$1 members drives
+  [ -n "$addr" ] || die "no --addr and no \$LAB_IP"
+  mapfile -t drives < <(lab_nvme_drives)
+  [ "${#drives[@]}" -ge 3 ] || die "RAID-5 needs at least 3 drives, have ${#drives[@]}"
+  [ -n "${LAB_RXE:-}" ] || lab_rxe_up
+  members=$(printf '"%s", ' "${drives[@]}")
+  cat > "$path" <<CONF
 [target]
 listen = ["$addr:4420"]
 cores = $cores
@@ -76,9 +79,19 @@ allow_any_host = true
 nsid = 1
 array = "array0"
 CONF
-    if [ -n "$cc_rate" ]; then
-      printf '\n[cc]\nalgorithm = "fixed"\n[cc.params]\nrate_mbps = %s\n' "$cc_rate" >> "$conf"
-    fi
+  if [ -n "$cc_rate" ]; then
+    printf '\n[cc]\nalgorithm = "fixed"\n[cc.params]\nrate_mbps = %s\n' "$cc_rate" >> "$path"
+  fi
+}
+
+case "$action" in
+  config)
+    write_config "$out"
+    "$bin" check-config "$out" >&2 || die "check-config refused $out"
+    ;;
+  start)
+    [ -x "$bin" ] || die "no $bin (cargo build --release -p raidline-target --bin raidline)"
+    write_config "$conf"
     "$bin" check-config "$conf" >&2 || die "check-config refused $conf"
     # The log is appended across restarts: only what this start writes counts.
     from=$(($(stat -c %s "$log" 2>/dev/null || echo 0) + 1))

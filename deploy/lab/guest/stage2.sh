@@ -3,8 +3,10 @@
 # root. Mounts the pseudo filesystems, brings up eth0 with the address and MTU the host chose
 # (kernel command line lab.*), runs /lab/run/<role>.cmd as root with its output on the second
 # serial port (the host streams it), writes the exit status to /lab/run/<role>.status and the
-# kernel log to /lab/run/<role>.dmesg, and powers off. No `set -e`: PID 1 must always reach the
-# power-off, whatever fails.
+# kernel log to /lab/run/<role>.dmesg, and powers off. With lab.init=systemd (deploy/lab/run
+# --systemd) it hands PID 1 to guest/systemd-pid1.sh once the mounts and eth0 are up instead; the
+# command then runs as a systemd service that does the same at its end. No `set -e`: PID 1 must
+# always reach the power-off, whatever fails.
 set -uo pipefail
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb LANG=C.UTF-8
 
@@ -26,7 +28,7 @@ mount -t tmpfs -o mode=0755 tmpfs /run
 mkdir -p /run/lock /var/tmp
 [ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
 
-role=solo ip='' peer='' mtu=1500 drives=0
+role=solo ip='' peer='' mtu=1500 drives=0 init=stage2
 for arg in $(cat /proc/cmdline); do
   case "$arg" in
     lab.role=*) role=${arg#lab.role=} ;;
@@ -34,6 +36,7 @@ for arg in $(cat /proc/cmdline); do
     lab.peer=*) peer=${arg#lab.peer=} ;;
     lab.mtu=*) mtu=${arg#lab.mtu=} ;;
     lab.drives=*) drives=${arg#lab.drives=} ;;
+    lab.init=*) init=${arg#lab.init=} ;;
   esac
 done
 stty -F "$out" raw -echo 2>/dev/null
@@ -57,6 +60,13 @@ export LAB_DIR=${0%/guest/stage2.sh}
 
 if [ ! -r "/lab/run/$role.cmd" ]; then
   say "no command file /lab/run/$role.cmd"
+  halt
+fi
+if [ "$init" = systemd ]; then
+  # Still PID 1: systemd takes over this process (execfail: a failed exec returns here).
+  shopt -s execfail
+  exec "$LAB_DIR/guest/systemd-pid1.sh" "$role"
+  say "cannot exec $LAB_DIR/guest/systemd-pid1.sh"
   halt
 fi
 bash "/lab/run/$role.cmd" < /dev/null > "$out" 2>&1
