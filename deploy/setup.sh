@@ -2,7 +2,7 @@
 # Installs everything Raidline's build, tests and lab need on a fresh Debian 12 machine.
 # Idempotent: packages already present are not touched; safe to run on every test run.
 #   deploy/setup.sh            build + test tools (fuzzing included)
-#   deploy/setup.sh --lab      also the soft-RoCE lab (qemu, Debian kernel, rdma-core, nvme-cli, fio, mdadm)
+#   deploy/setup.sh --lab      also the soft-RoCE lab (qemu, Debian kernel, rdma-core, nvme-cli, fio, mdadm, systemd)
 set -euo pipefail
 
 want_lab=0
@@ -23,7 +23,8 @@ pkgs+=(libisal-dev)
 if [ "$want_lab" = 1 ]; then
   # deploy/lab/README.md says what each is for.
   pkgs+=(qemu-system-x86 linux-image-amd64 rdma-core ibverbs-utils ibverbs-providers rdmacm-utils
-         perftest nvme-cli fio mdadm busybox-static cpio xz-utils kmod e2fsprogs iproute2 jq)
+         perftest nvme-cli fio mdadm busybox-static cpio xz-utils kmod e2fsprogs iproute2 jq
+         systemd udev)   # the lab's --systemd guests (checks/60-systemd.sh) boot the host's systemd
 fi
 
 missing=()

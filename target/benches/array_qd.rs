@@ -118,7 +118,15 @@ fn run_row(net: &MemNetwork, target: &Target, read: bool, secs: f64) -> BenchRes
         range_blocks: 0,
         seed: 0x5157 ^ u64::from(read),
     };
-    let r = run_worker(q, &ns, &cfg, 0, 1, &AtomicBool::new(false), &Live::default())?;
+    let r = run_worker(
+        q,
+        &ns,
+        &cfg,
+        0,
+        1,
+        &AtomicBool::new(false),
+        &Live::default(),
+    )?;
     if let Some(e) = r.first_error {
         return Err(format!("{} I/O errors, first: {e}", r.errors).into());
     }
@@ -134,7 +142,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn main() -> BenchResult<()> {
     let o = parse_args()?;
-    let dir = o.dir.join(format!("raidline-array-qd-{}", std::process::id()));
+    let dir = o
+        .dir
+        .join(format!("raidline-array-qd-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     for i in 0..4 {
         let f = std::fs::File::create(dir.join(format!("m{i}.img")))?;
@@ -171,7 +181,9 @@ fn main() -> BenchResult<()> {
         o.dir.display(),
         o.runs
     );
-    println!("| job | workers 4 IOPS | workers 16 IOPS | ratio | workers 4 p99 µs | workers 16 p99 µs |");
+    println!(
+        "| job | workers 4 IOPS | workers 16 IOPS | ratio | workers 4 p99 µs | workers 16 p99 µs |"
+    );
     println!("| --- | ---: | ---: | ---: | ---: | ---: |");
     for (k, job) in ["randread-4k", "randwrite-4k"].iter().enumerate() {
         let iops = |wi: usize| median(results[wi][k].iter().map(|r| r.0).collect());

@@ -400,6 +400,13 @@ pub fn open_member(path: &Path, create_size: Option<u64>) -> std::io::Result<Arc
     }
     match FileMember::open(path, 4096) {
         Ok(m) => Ok(Arc::new(m)),
+        // Only a filesystem that refuses O_DIRECT (EINVAL: tmpfs on old kernels, some FUSE)
+        // falls back; a missing path or a denied open is the real error and is reported as is.
+        Err(raidline_raid::MemberError::Open { source, .. })
+            if source.kind() != std::io::ErrorKind::InvalidInput =>
+        {
+            Err(source)
+        }
         Err(e) => {
             tracing::warn!(
                 "{}: O_DIRECT open failed ({e}); using the page cache (fdatasync on flush)",
