@@ -141,8 +141,16 @@ pub struct MemMember {
 struct MemState {
     /// What reads return: the media with every cached write applied.
     view: Vec<u8>,
-    /// Volatile-cache mode only: the media and the writes not yet flushed, oldest first.
-    cache: Option<(Vec<u8>, Vec<(usize, Vec<u8>)>)>,
+    /// Volatile-cache mode only.
+    cache: Option<WriteCache>,
+}
+
+/// A volatile write cache: the media and the writes not yet flushed.
+#[derive(Debug)]
+struct WriteCache {
+    media: Vec<u8>,
+    /// (offset, bytes), oldest first.
+    pending: Vec<(usize, Vec<u8>)>,
 }
 
 impl MemMember {
@@ -164,7 +172,10 @@ impl MemMember {
             name: name.into(),
             state: Arc::new(Mutex::new(MemState {
                 view: vec![0; size],
-                cache: Some((vec![0; size], Vec::new())),
+                cache: Some(WriteCache {
+                    media: vec![0; size],
+                    pending: Vec::new(),
+                }),
             })),
         }
     }
@@ -183,9 +194,9 @@ impl MemMember {
         if offset < end {
             let d = &data[..end - offset];
             st.view[offset..end].copy_from_slice(d);
-            if let Some((media, pending)) = &mut st.cache {
-                media[offset..end].copy_from_slice(d);
-                for (o, w) in pending.iter_mut() {
+            if let Some(c) = &mut st.cache {
+                c.media[offset..end].copy_from_slice(d);
+                for (o, w) in c.pending.iter_mut() {
                     // Keep the cached writes consistent with the poked bytes.
                     let (a, b) = ((*o).max(offset), (*o + w.len()).min(end));
                     if a < b {
@@ -198,7 +209,10 @@ impl MemMember {
 
     /// Writes completed but not yet flushed (0 for a write-through member).
     pub fn cached_writes(&self) -> usize {
-        lock(&self.state).cache.as_ref().map_or(0, |c| c.1.len())
+        lock(&self.state)
+            .cache
+            .as_ref()
+            .map_or(0, |c| c.pending.len())
     }
 
     /// Power loss: the cache's unflushed writes are lost — all of them when `keep_seed` is
@@ -208,22 +222,22 @@ impl MemMember {
     pub fn power_cut(&self, keep_seed: Option<u64>) {
         let mut st = lock(&self.state);
         let st = &mut *st;
-        let Some((media, pending)) = &mut st.cache else {
+        let Some(c) = &mut st.cache else {
             return;
         };
         if let Some(seed) = keep_seed {
             let mut x = seed | 1;
-            for (o, w) in pending.iter() {
+            for (o, w) in &c.pending {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
                 if x & 1 == 1 {
-                    media[*o..*o + w.len()].copy_from_slice(w);
+                    c.media[*o..*o + w.len()].copy_from_slice(w);
                 }
             }
         }
-        pending.clear();
-        st.view.copy_from_slice(media);
+        c.pending.clear();
+        st.view.copy_from_slice(&c.media);
     }
 }
 
@@ -255,8 +269,8 @@ impl Member for MemMember {
         let mut st = lock(&self.state);
         let o = offset as usize;
         st.view[o..o + buf.len()].copy_from_slice(buf);
-        if let Some((_, pending)) = &mut st.cache {
-            pending.push((o, buf.to_vec()));
+        if let Some(c) = &mut st.cache {
+            c.pending.push((o, buf.to_vec()));
         }
         Ok(())
     }
@@ -264,10 +278,10 @@ impl Member for MemMember {
     fn flush(&self) -> Result<(), MemberError> {
         let mut st = lock(&self.state);
         let st = &mut *st;
-        if let Some((media, pending)) = &mut st.cache {
-            if !pending.is_empty() {
-                media.copy_from_slice(&st.view);
-                pending.clear();
+        if let Some(c) = &mut st.cache {
+            if !c.pending.is_empty() {
+                c.media.copy_from_slice(&st.view);
+                c.pending.clear();
             }
         }
         Ok(())

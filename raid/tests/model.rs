@@ -15,7 +15,8 @@
 //! exposure, and every block the interrupted write did not touch must read back).
 //!
 //! Half the cases use members with a volatile write cache: a completed write reaches the
-//! media only at a flush, and the power cut loses everything still cached. The array is
+//! media only at a flush, and the power cut loses what is still cached: all of it, or (odd
+//! seeds) a random part, as a cache writes back in any order. The array is
 //! flushed after some writes (chosen by the write's seed) and at restarts. Then "every
 //! acknowledged write reads back" holds only up to the last flush: a block written since may
 //! hold any version written since; every other block — the missing member's included while
@@ -376,9 +377,10 @@ impl World {
                     .array
                     .write(&mut ShuffleExecutor(seed | 1), ArrayBlock(s), &data);
                 let cut = switch.is_cut();
-                // The caches lose whatever was not flushed (write-through members: nothing).
-                for (m, _) in &self.disks {
-                    m.power_cut(None);
+                // The caches lose what was not flushed, all or a random part (write-through
+                // members: nothing).
+                for (i, (m, _)) in self.disks.iter().enumerate() {
+                    m.power_cut((seed % 2 == 1).then_some(seed ^ i as u64));
                 }
                 self.reassemble(seed);
                 let mut got = vec![0u8; self.model.len()];

@@ -24,6 +24,18 @@
 //! entries from another degradation are void. Stripes the rebuild already passed are resynced
 //! from all members instead.
 //!
+//! Members with a volatile write cache (a completed write may still be lost at a power cut
+//! until the member is flushed) need three more rules, as md's `ppl_do_flush`:
+//! - the entry is flushed on the parity member before any data or parity write of its round;
+//! - before an entry overwrites a slot, the roles the previous entry's round wrote are
+//!   flushed (their flush tickets are kept per slot, so this is free when another flush
+//!   covered them since). Otherwise the slot could lose its entry while those writes were
+//!   still cached; and since every earlier write to a stripe within an epoch went through its
+//!   slot, this also makes the data a new entry's partial parity was computed from durable;
+//! - the epoch change flushes every member (the superblock update does), and a write round
+//!   that was in flight across the change flushes the roles it wrote before it unlocks its
+//!   stripes, so the first logged writes of an epoch find no unlogged data in a cache.
+//!
 //! Needs at least three slots (`chunk <= 256 KiB` with the default 960 KiB area); otherwise
 //! the array runs without the log and says so ([`super::Array::write_hole_protected`]).
 
