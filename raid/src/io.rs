@@ -7,8 +7,8 @@
 //! [`Member::read_at`]/[`Member::write_at`]; [`crate::UringExecutor`] submits a batch across
 //! all members in one `io_uring_enter` and waits for it.
 //!
-//! Invariant: when `execute` (or `execute_then`, `execute_ordered`) returns, no operation of
-//! the batch is still in flight, so the borrowed buffers are free again.
+//! Invariant: when `execute` returns, no operation of the batch is still in flight, so the
+//! borrowed buffers are free again.
 
 use crate::error::MemberError;
 use crate::geometry::MemberIdx;
@@ -110,19 +110,6 @@ pub trait Executor {
         let mut more = then();
         self.execute(&mut more);
         more
-    }
-
-    /// Runs `first`, then `then`, with no operation of `then` started before every
-    /// operation of `first` completed (the array writes its log entries, then the data they
-    /// protect). Sets every operation's result; when one of `first` fails, `then`'s may or
-    /// may not have run (their results say). Returns only when nothing is in flight. The
-    /// default waits for `first` and runs `then` only if all of `first` succeeded;
-    /// [`crate::UringExecutor`] submits both in one system call, ordered in the kernel.
-    fn execute_ordered<'a>(&mut self, first: &mut [MemberOp<'a>], then: &mut [MemberOp<'a>]) {
-        self.execute(first);
-        if first.iter().all(|op| matches!(op.result, Some(Ok(())))) {
-            self.execute(then);
-        }
     }
 }
 

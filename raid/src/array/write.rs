@@ -177,16 +177,13 @@ impl Array {
                 Some(l) => {
                     // The log needs the partial parity before any data write starts.
                     self.compute_all(&mut plans)?;
-                    match self.log_and_write(exec, &view, &mut plans, &l, epoch) {
-                        Ok(false) => {
-                            self.release(plans);
-                            continue;
-                        }
-                        r => {
-                            self.remember_slot_writes(&view, &plans, &l);
-                            r.map(|_| ())
-                        }
+                    if !self.log_phase(exec, &view, &mut plans, &l, epoch)? {
+                        self.release(plans);
+                        continue;
                     }
+                    let r = self.write_phase(exec, &view, &plans);
+                    self.remember_slot_writes(&view, &plans, &l);
+                    r
                 }
                 None => self.write_overlapped(exec, &view, &mut plans),
             };
@@ -317,21 +314,10 @@ impl Array {
         Ok(true)
     }
 
-    /// Writes the partial-parity-log entries of every logged plan, then the round's data and
-    /// parity, never a data or parity write before the entries are durable. Per stripe one
-    /// write of header + partial parity (one buffer) and, if the missing chunk is written,
-    /// one of its new rows straight from the caller's buffer.
-    ///
-    /// Parity members with a volatile write cache: the entries, one cache flush per such
-    /// member (shared with concurrent requests through its flush gate), then the writes.
-    /// (Per-write RWF_DSYNC measured ~7x slower on a virtio disk without FUA: every such
-    /// write costs its own flush.) Otherwise a completed entry is durable, and the entries
-    /// and the writes go to the executor as one ordered batch
-    /// ([`Executor::execute_ordered`]: no write starts before every entry completed).
-    ///
-    /// `Ok(false)` when an entry's member failed (replan; with the ordered batch the writes
-    /// may have run too, which a replan repeats harmlessly).
-    fn log_and_write<E: Executor + ?Sized>(
+    /// Writes and flushes the partial-parity-log entries of every logged plan: per stripe one
+    /// write of header + partial parity (one buffer) and, if the missing chunk is written, one
+    /// of its new rows straight from the caller's buffer. `Ok(false)` when a member failed.
+    fn log_phase<E: Executor + ?Sized>(
         &self,
         exec: &mut E,
         view: &View,
@@ -342,39 +328,9 @@ impl Array {
         if !self.settle_slots(view, plans, layout)? {
             return Ok(false);
         }
-        self.encode_entries(plans, epoch);
-        let plans: &[Plan<'_>] = plans;
-        let (mut ops, flush) = self.log_ops(view, plans, layout);
-        if flush.is_empty() {
-            let mut writes = self.data_ops(view, plans);
-            writes.extend(self.parity_ops(view, plans));
-            exec.execute_ordered(&mut ops, &mut writes);
-            let log_failed = self.fail_from(&mut ops)?;
-            self.fail_from(&mut writes)?;
-            return Ok(!log_failed);
-        }
-        exec.execute(&mut ops);
-        if self.fail_from(&mut ops)? {
-            return Ok(false);
-        }
-        for role in flush {
-            if let Some(m) = view.member(role) {
-                if let Err(e) = self.flush_gates[role].flush(m) {
-                    self.fail_member(MemberIdx(role), m, &e)?;
-                    return Ok(false);
-                }
-            }
-        }
-        self.write_phase(exec, view, plans)?;
-        Ok(true)
-    }
-
-    /// Fills in the header of every logged plan's entry. A plan whose entry cannot be encoded
-    /// (more modified chunks than a header holds; not with today's member limit) is written
-    /// unlogged.
-    fn encode_entries(&self, plans: &mut [Plan<'_>], epoch: u64) {
         let bs = self.geo.block_bytes();
-        let mut unused = Vec::new();
+        let cb = self.geo.chunk_bytes() as u64;
+        let mut logged = Vec::with_capacity(plans.len());
         for p in plans.iter_mut() {
             let len = (p.hi - p.lo) as usize * bs;
             let (stripe, lo, hi) = (p.stripe.0, p.lo, p.hi);
@@ -396,28 +352,17 @@ impl Array {
                 pp_crc: crc32c(&buf[HEADER..HEADER + len]),
                 f_crc: fw.map_or(0, |w| crc32c(w.data)),
             };
-            match entry.encode() {
-                Some(head) => buf[..HEADER].copy_from_slice(&head),
-                None => unused.extend(p.log.take().map(|l| l.0)),
-            }
+            let Some(head) = entry.encode() else { continue };
+            buf[..HEADER].copy_from_slice(&head);
+            logged.push(p.stripe);
         }
-        self.give_log_scratch(unused);
-    }
-
-    /// The log writes of every logged plan, and the parity roles that need a cache flush
-    /// before the data writes.
-    fn log_ops<'a>(
-        &self,
-        view: &'a View,
-        plans: &'a [Plan<'_>],
-        layout: &PplLayout,
-    ) -> (Vec<MemberOp<'a>>, Vec<usize>) {
-        let bs = self.geo.block_bytes();
-        let cb = self.geo.chunk_bytes() as u64;
         let mut ops = Vec::new();
         let mut flush: Vec<usize> = Vec::new();
-        for p in plans {
+        for p in plans.iter() {
             let Some((buf, f)) = &p.log else { continue };
+            if !logged.contains(&p.stripe) {
+                continue;
+            }
             let pm = self.geo.parity_member(p.stripe);
             let Some(m) = view.member(pm.0) else { continue };
             let off = layout.slot_offset(&self.geo, p.stripe);
@@ -430,7 +375,23 @@ impl Array {
                 flush.push(pm.0);
             }
         }
-        (ops, flush)
+        exec.execute(&mut ops);
+        if self.fail_from(&mut ops)? {
+            return Ok(false);
+        }
+        // One cache flush per member that got entries (shared with concurrent requests
+        // through the member's flush gate): the log is on media before any data or parity
+        // write of the round starts. (Per-write RWF_DSYNC measured ~7x slower on a
+        // virtio disk without FUA: every such write costs its own flush.)
+        for role in flush {
+            if let Some(m) = view.member(role) {
+                if let Err(e) = self.flush_gates[role].flush(m) {
+                    self.fail_member(MemberIdx(role), m, &e)?;
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
     }
 
     fn plan<'d>(

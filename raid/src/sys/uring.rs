@@ -525,9 +525,6 @@ fn drive<'a>(
     }
 }
 
-/// User data of the ordering barrier of `execute_ordered` (tag 0, no operation index).
-const BARRIER: u64 = 1 << 62;
-
 impl Executor for UringExecutor {
     fn execute(&mut self, ops: &mut [MemberOp<'_>]) {
         let UringExecutor {
@@ -576,59 +573,6 @@ impl Executor for UringExecutor {
         );
         more
     }
-
-    /// `first`, a no-op marked `IOSQE_IO_DRAIN` (it starts only once every earlier entry of
-    /// the ring completed, and no later entry starts before it completes), then `then`: one
-    /// `io_uring_enter`, ordered in the kernel, with no wakeup in between. The ring has
-    /// nothing else in flight (every call reaps all it submitted), so the barrier waits for
-    /// exactly `first`. Falls back to the default when a member has no descriptor (its
-    /// operations run synchronously) or `first` does not fit the submission queue.
-    ///
-    /// A short transfer of a `first` operation (not produced by the kernel for in-range
-    /// `O_DIRECT` block I/O; errors come back as errors) completes its entry and so releases
-    /// the barrier; its remainder is submitted again and may overlap `then`.
-    fn execute_ordered<'a>(&mut self, first: &mut [MemberOp<'a>], then: &mut [MemberOp<'a>]) {
-        let all_direct = first
-            .iter()
-            .chain(then.iter())
-            .all(|op| op.member.direct_fd().is_some());
-        if !all_direct || first.len() >= self.ring.params().sq_entries() as usize {
-            self.execute(first);
-            if first.iter().all(|op| matches!(op.result, Some(Ok(())))) {
-                self.execute(then);
-            }
-            return;
-        }
-        let UringExecutor {
-            ring,
-            regions,
-            fixed_ops,
-            plain_ops,
-            ..
-        } = self;
-        let mut counts = (*fixed_ops, *plain_ops);
-        let mut set0 = prepare(regions, &mut counts, first);
-        let mut set1 = prepare(regions, &mut counts, then);
-        (*fixed_ops, *plain_ops) = counts;
-        let mut flight = InFlight { ring, count: 0 };
-        if !fill(&mut flight, first, &mut set0, 0) {
-            // Cannot happen (the ring was empty and `first` fits); keep the order anyway.
-            drive(&mut flight, (first, &mut set0), None);
-        } else if flight.count > 0 {
-            let barrier = opcode::Nop::new()
-                .build()
-                .flags(io_uring::squeue::Flags::IO_DRAIN)
-                .user_data(BARRIER);
-            // SAFETY: a no-op references no buffer and no descriptor.
-            let pushed = unsafe { flight.ring.submission().push(&barrier) };
-            if pushed.is_ok() {
-                flight.count += 1;
-            } else {
-                drive(&mut flight, (first, &mut set0), None);
-            }
-        }
-        drive(&mut flight, (first, &mut set0), Some((then, &mut set1)));
-    }
 }
 
 #[cfg(test)]
@@ -666,60 +610,6 @@ mod tests {
             return None;
         };
         Some((file, m, ex))
-    }
-
-    #[test]
-    fn ordered_batches_start_the_second_part_after_the_first_completed() {
-        let Some((_file, m, mut ex)) = scratch_member("ordered", 16 * 4096) else {
-            return;
-        };
-        let mut a = AlignedBuf::new(4 * 4096, 4096);
-        let mut b = AlignedBuf::new(4 * 4096, 4096);
-        let mut back = AlignedBuf::new(4 * 4096, 4096);
-        for round in 0..40u8 {
-            a.fill(round.wrapping_mul(2) | 1);
-            b.fill(round.wrapping_mul(2).wrapping_add(2));
-            // The same four blocks written by both parts: only the second part's bytes may
-            // remain, which unordered concurrent writes would not guarantee.
-            let mut first: Vec<MemberOp<'_>> = a
-                .chunks(4096)
-                .enumerate()
-                .map(|(i, x)| MemberOp::write(MemberIdx(0), &m, i as u64 * 4096, x))
-                .collect();
-            let mut then: Vec<MemberOp<'_>> = b
-                .chunks(4096)
-                .enumerate()
-                .map(|(i, x)| MemberOp::write(MemberIdx(0), &m, i as u64 * 4096, x))
-                .collect();
-            ex.execute_ordered(&mut first, &mut then);
-            assert!(first
-                .iter()
-                .chain(then.iter())
-                .all(|o| matches!(o.result, Some(Ok(())))));
-            drop((first, then));
-            let mut ops = [MemberOp::read(MemberIdx(0), &m, 0, &mut back)];
-            ex.execute(&mut ops);
-            assert!(matches!(ops[0].result, Some(Ok(()))));
-            assert!(
-                back[..] == b[..],
-                "round {round}: a first-part write landed last"
-            );
-        }
-        // First part larger than the ring: falls back to two batches, still ordered.
-        let big = AlignedBuf::new(16 * 4096, 4096);
-        let mut first: Vec<MemberOp<'_>> = big
-            .chunks(4096)
-            .enumerate()
-            .map(|(i, x)| MemberOp::write(MemberIdx(0), &m, i as u64 * 4096, x))
-            .collect();
-        let mut then = [MemberOp::write(MemberIdx(0), &m, 0, &b[..4096])];
-        ex.execute_ordered(&mut first, &mut then);
-        assert!(matches!(then[0].result, Some(Ok(()))));
-        drop((first, then));
-        let mut ops = [MemberOp::read(MemberIdx(0), &m, 0, &mut back[..4096])];
-        ex.execute(&mut ops);
-        drop(ops);
-        assert!(back[..4096] == b[..4096]);
     }
 
     #[test]
