@@ -279,9 +279,8 @@ impl Member for MemMember {
         let mut st = lock(&self.state);
         let st = &mut *st;
         if let Some(c) = &mut st.cache {
-            if !c.pending.is_empty() {
-                c.media.copy_from_slice(&st.view);
-                c.pending.clear();
+            for (o, w) in c.pending.drain(..) {
+                c.media[o..o + w.len()].copy_from_slice(&w);
             }
         }
         Ok(())
