@@ -12,9 +12,11 @@
 //! those members whose tickets no flush has covered since (often none: other requests'
 //! flushes already did).
 //!
-//! Each role's gate also holds, per partial-parity-log slot on that role's member, the
-//! writes of the round that last logged an entry there ([`FlushGate::slot_writes`]): which
-//! roles it wrote, with their tickets (md's `disk_flush_bitmap` / `ppl_do_flush`).
+//! Each role's gate also holds, per partial-parity-log slot on that role's member, what the
+//! round that last logged an entry there did ([`FlushGate::slot_writes`],
+//! [`FlushGate::slot_stripe`]): the stripe it logged, and which roles it wrote, with their
+//! tickets (md's `disk_flush_bitmap` / `ppl_do_flush`). Unknown (nothing logged since the
+//! array started) until the first entry.
 
 use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -39,13 +41,23 @@ pub struct Ticket {
     pub number: u64,
 }
 
+/// The last entry logged in one slot since the array started.
+#[derive(Debug, Clone, Default)]
+struct SlotRecord {
+    /// Its stripe; `None` until this array logs an entry there (the slot may still hold an
+    /// entry from before).
+    stripe: Option<u64>,
+    /// Flush tickets of the roles its round wrote.
+    writes: Vec<Ticket>,
+}
+
 /// One member's flush gate.
 #[derive(Debug, Default)]
 pub struct FlushGate {
     state: Mutex<State>,
     done: Condvar,
-    /// Per log slot on this role's member: tickets of the roles the last logged round wrote.
-    slots: Mutex<Vec<Vec<Ticket>>>,
+    /// Per log slot on this role's member: what the last logged round did.
+    slots: Mutex<Vec<SlotRecord>>,
 }
 
 impl FlushGate {
@@ -113,17 +125,30 @@ impl FlushGate {
     /// role's member (empty when none, or when they were known durable).
     pub fn slot_writes(&self, slot: u64) -> Vec<Ticket> {
         let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        slots.get(slot as usize).cloned().unwrap_or_default()
+        slots
+            .get(slot as usize)
+            .map(|r| r.writes.clone())
+            .unwrap_or_default()
     }
 
-    /// Records the writes of the round that just logged an entry in `slot`.
-    pub fn set_slot_writes(&self, slot: u64, writes: Vec<Ticket>) {
+    /// The stripe of the last entry this array logged in `slot`; `None` when it logged none
+    /// there yet (the slot's content is then unknown).
+    pub fn slot_stripe(&self, slot: u64) -> Option<u64> {
+        let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots.get(slot as usize).and_then(|r| r.stripe)
+    }
+
+    /// Records the round that just logged an entry for `stripe` in `slot`, and its writes.
+    pub fn set_slot_writes(&self, slot: u64, stripe: u64, writes: Vec<Ticket>) {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         let i = slot as usize;
         if slots.len() <= i {
-            slots.resize_with(i + 1, Vec::new);
+            slots.resize_with(i + 1, SlotRecord::default);
         }
-        slots[i] = writes;
+        slots[i] = SlotRecord {
+            stripe: Some(stripe),
+            writes,
+        };
     }
 }
 
@@ -178,10 +203,13 @@ mod tests {
         assert_eq!(m.1.load(Ordering::SeqCst), 2);
         // Slot records.
         assert!(gate.slot_writes(3).is_empty());
+        assert_eq!(gate.slot_stripe(3), None);
         let w = vec![Ticket { role: 1, number: 9 }];
-        gate.set_slot_writes(3, w.clone());
+        gate.set_slot_writes(3, 77, w.clone());
         assert_eq!(gate.slot_writes(3), w);
+        assert_eq!(gate.slot_stripe(3), Some(77));
         assert!(gate.slot_writes(0).is_empty());
+        assert_eq!(gate.slot_stripe(0), None);
     }
 
     #[test]

@@ -164,8 +164,15 @@ impl Array {
             });
             let mut plans = Vec::with_capacity(round.len());
             for (stripe, writes) in round {
-                let log = layout
-                    .map(|_| missing.and_then(|m| self.geo.data_index_of(*stripe, MemberIdx(m))));
+                let log = layout.map(|l| {
+                    let f = missing.and_then(|m| self.geo.data_index_of(*stripe, MemberIdx(m)));
+                    // The slot is known to hold another stripe's entry (or a void one).
+                    let pm = self.geo.parity_member(*stripe).0;
+                    let slot_elsewhere = self.flush_gates[pm]
+                        .slot_stripe(l.slot(&self.geo, *stripe))
+                        .is_some_and(|s| s != stripe.0);
+                    (f, slot_elsewhere)
+                });
                 plans.push(self.plan(&view, *stripe, writes, force_rcw, log)?);
             }
             let reads_ok = self.read_phase(exec, &view, &mut plans)?;
@@ -247,7 +254,11 @@ impl Array {
                 })
                 .collect();
             let pm = self.geo.parity_member(p.stripe).0;
-            self.flush_gates[pm].set_slot_writes(layout.slot(&self.geo, p.stripe), tickets);
+            self.flush_gates[pm].set_slot_writes(
+                layout.slot(&self.geo, p.stripe),
+                p.stripe.0,
+                tickets,
+            );
         }
     }
 
@@ -400,7 +411,7 @@ impl Array {
         stripe: StripeIdx,
         writes: &[ChunkWrite<'d>],
         force_rcw: bool,
-        log: Option<Option<usize>>,
+        log: Option<(Option<usize>, bool)>,
     ) -> Result<Plan<'d>, RaidError> {
         let geo = &self.geo;
         let dm = geo.data_members();
@@ -451,9 +462,20 @@ impl Array {
             .map(|d| needs_old(d).then(|| self.take_scratch()))
             .collect();
         let parity = (mode != Mode::DataOnly).then(|| self.take_scratch());
+        // A write that modifies only the missing chunk writes parity alone: each parity block
+        // lands old or new, and either way matches the untouched chunks, so a crash cannot
+        // corrupt what the write did not touch — no entry needed. Unless the slot may hold an
+        // earlier entry for this stripe: replaying that one after this write would bring the
+        // missing chunk's rows back to before it; writing the new entry replaces it.
+        let parity_only = !missing.is_empty()
+            && writes
+                .iter()
+                .all(|w| !view.usable(geo.data_member(stripe, w.data_index).0, stripe));
         let log = log
-            .filter(|_| mode != Mode::DataOnly)
-            .map(|f| (self.take_log_scratch(), f));
+            .filter(|&(_, slot_elsewhere)| {
+                mode != Mode::DataOnly && !(parity_only && slot_elsewhere)
+            })
+            .map(|(f, _)| (self.take_log_scratch(), f));
         Ok(Plan {
             stripe,
             writes: writes.to_vec(),
@@ -659,7 +681,49 @@ impl Array {
         let mut ops = self.data_ops(view, plans);
         ops.extend(self.parity_ops(view, plans));
         exec.execute(&mut ops);
+        self.flush_before_failing(view, &[&ops])?;
         self.fail_from(&mut ops)?;
+        Ok(())
+    }
+
+    /// When a write of the round failed: flushes the members the round's other writes went
+    /// to, before the failure is recorded. The round goes on without the failed member (its
+    /// rows implied by the new parity), which is sound only if the other writes are durable
+    /// by the time a superblock says the member is gone; otherwise a power cut could leave
+    /// that superblock on media with the other writes lost from a cache (new data beside old
+    /// parity, the failed member's rows reconstructed from both). If the cut comes first, no
+    /// superblock records the failure and the failed member's old rows still count.
+    fn flush_before_failing(
+        &self,
+        view: &View,
+        batches: &[&[MemberOp<'_>]],
+    ) -> Result<(), RaidError> {
+        let ops = || batches.iter().flat_map(|b| b.iter());
+        if ops().all(|op| matches!(op.result, Some(Ok(())))) {
+            return Ok(());
+        }
+        let failing: Vec<usize> = ops()
+            .filter(|op| !matches!(op.result, Some(Ok(()))))
+            .map(|op| op.role.0)
+            .collect();
+        let mut roles: Vec<usize> = ops()
+            .filter(|op| op.member.volatile_write_cache() && !failing.contains(&op.role.0))
+            .map(|op| op.role.0)
+            .collect();
+        roles.sort_unstable();
+        roles.dedup();
+        // Every flush first, then any new failure: recording one writes superblocks.
+        let mut errors = Vec::new();
+        for role in roles {
+            if let Some(m) = view.member(role) {
+                if let Err(e) = self.flush_gates[role].flush(m) {
+                    errors.push((role, m, e));
+                }
+            }
+        }
+        for (role, m, e) in errors {
+            self.fail_member(MemberIdx(role), m, &e)?;
+        }
         Ok(())
     }
 
@@ -690,6 +754,7 @@ impl Array {
             };
             exec.execute_then(&mut data, &mut then)
         };
+        self.flush_before_failing(view, &[&data, &parity])?;
         self.fail_from(&mut data)?;
         self.fail_from(&mut parity)?;
         match failure {
