@@ -138,6 +138,15 @@ impl FlushGate {
         slots.get(slot as usize).and_then(|r| r.stripe)
     }
 
+    /// Marks what `slot` holds as unknown (its entry write may or may not have landed); the
+    /// tickets stay.
+    pub fn forget_slot(&self, slot: u64) {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = slots.get_mut(slot as usize) {
+            r.stripe = None;
+        }
+    }
+
     /// Records the round that just logged an entry for `stripe` in `slot`, and its writes.
     pub fn set_slot_writes(&self, slot: u64, stripe: u64, writes: Vec<Ticket>) {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
@@ -208,6 +217,9 @@ mod tests {
         gate.set_slot_writes(3, 77, w.clone());
         assert_eq!(gate.slot_writes(3), w);
         assert_eq!(gate.slot_stripe(3), Some(77));
+        gate.forget_slot(3);
+        assert_eq!(gate.slot_stripe(3), None);
+        assert_eq!(gate.slot_writes(3), w);
         assert!(gate.slot_writes(0).is_empty());
         assert_eq!(gate.slot_stripe(0), None);
     }

@@ -387,6 +387,13 @@ impl Array {
             }
         }
         exec.execute(&mut ops);
+        if ops.iter().any(|op| !matches!(op.result, Some(Ok(())))) {
+            // Some entries may be on media, some not: what the slots hold is unknown again.
+            for p in plans.iter().filter(|p| p.log.is_some()) {
+                let pm = self.geo.parity_member(p.stripe).0;
+                self.flush_gates[pm].forget_slot(layout.slot(&self.geo, p.stripe));
+            }
+        }
         if self.fail_from(&mut ops)? {
             return Ok(false);
         }
@@ -397,6 +404,10 @@ impl Array {
         for role in flush {
             if let Some(m) = view.member(role) {
                 if let Err(e) = self.flush_gates[role].flush(m) {
+                    for p in plans.iter().filter(|p| p.log.is_some()) {
+                        let pm = self.geo.parity_member(p.stripe).0;
+                        self.flush_gates[pm].forget_slot(layout.slot(&self.geo, p.stripe));
+                    }
                     self.fail_member(MemberIdx(role), m, &e)?;
                     return Ok(false);
                 }
