@@ -1,7 +1,10 @@
 //! Array benchmark on O_DIRECT file members through io_uring, each figure beside the raw
 //! members' figure for the same I/O pattern in the same run.
 //!
-//!     cargo bench -p raidline-raid --bench array [-- --quick]
+//!     cargo bench -p raidline-raid --bench array [-- --quick] [-- --log-cost]
+//!
+//! `--log-cost` runs only the write-hole protection cost rows (the degraded array's 4 KiB
+//! random writes with the partial-parity log on and off, with and without the flush).
 //!
 //! Members are files in cargo's bench tmp dir (under the build dir; must not be tmpfs).
 //! One thread, one ring, one request at a time (queue depth 1 per request; a request's
@@ -73,15 +76,20 @@ fn queue_iops(array: &Arc<Array>, write: bool, budget: Duration, seed: u64) -> (
     (n, t.elapsed().as_secs_f64())
 }
 
+/// Member cache flushes so far (every bench member counts its flushes here).
+static FLUSHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Runs `run(log_on)` in `pairs` back-to-back pairs (alternating which goes first) and
-/// returns (median of per-pair cost `1 - on/off`, mean on rate, mean off rate, all costs).
+/// returns (median of per-pair cost `1 - on/off`, mean on rate, mean off rate, all costs,
+/// member flushes per request with the log on).
 fn paired_cost(
     array: &Array,
     pairs: usize,
     mut run: impl FnMut(bool) -> (u64, f64),
-) -> (f64, f64, f64, Vec<String>) {
+) -> (f64, f64, f64, Vec<String>, f64) {
     let mut costs = Vec::with_capacity(pairs);
     let (mut on, mut off) = ((0u64, 0f64), (0u64, 0f64));
+    let mut on_flushes = 0u64;
     for i in 0..pairs {
         let order = if i % 2 == 0 {
             [true, false]
@@ -91,7 +99,11 @@ fn paired_cost(
         let mut rate = [0f64; 2];
         for enabled in order {
             array.set_write_hole_protection(enabled);
+            let f0 = FLUSHES.load(std::sync::atomic::Ordering::Relaxed);
             let (n, s) = run(enabled);
+            if enabled {
+                on_flushes += FLUSHES.load(std::sync::atomic::Ordering::Relaxed) - f0;
+            }
             rate[usize::from(!enabled)] = n as f64 / s;
             let acc = if enabled { &mut on } else { &mut off };
             acc.0 += n;
@@ -107,6 +119,7 @@ fn paired_cost(
         on.0 as f64 / on.1,
         off.0 as f64 / off.1,
         shown,
+        on_flushes as f64 / on.0.max(1) as f64,
     )
 }
 
@@ -188,13 +201,14 @@ fn timed(budget: Duration, mut f: impl FnMut() -> u64) -> (u64, f64) {
     (ops, t.elapsed().as_secs_f64())
 }
 
-/// Members that report no volatile write cache (what enterprise NVMe with power-loss
-/// protection, or a write-through cache, reports): the log's flush is skipped, everything
-/// else (the `O_DIRECT` file, io_uring through `direct_fd`) is the wrapped member's.
+/// A bench member: counts its flushes in [`FLUSHES`]; with `volatile: Some(false)` it
+/// reports no volatile write cache (what enterprise NVMe with power-loss protection, or a
+/// write-through cache, reports), so the log's flushes are skipped. Everything else (the
+/// `O_DIRECT` file, io_uring through `direct_fd`) is the wrapped member's.
 #[derive(Debug)]
-struct WriteThrough(Arc<dyn Member>);
+struct Counted(Arc<dyn Member>, Option<bool>);
 
-impl Member for WriteThrough {
+impl Member for Counted {
     fn name(&self) -> &str {
         self.0.name()
     }
@@ -208,6 +222,7 @@ impl Member for WriteThrough {
         self.0.write_at(offset, buf)
     }
     fn flush(&self) -> Result<(), raidline_raid::MemberError> {
+        FLUSHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.0.flush()
     }
     fn direct_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
@@ -217,24 +232,25 @@ impl Member for WriteThrough {
         self.0.alignment()
     }
     fn volatile_write_cache(&self) -> bool {
-        false
+        self.1.unwrap_or_else(|| self.0.volatile_write_cache())
     }
 }
 
 /// Write-hole protection cost of a degraded `array`: 4 KiB random writes with the log on and
 /// off, in back-to-back pairs (alternating order) so drifting background load hits both
-/// alike; the cost is the median over pairs. Rows at QD1, 8 threads and QD`QD`.
+/// alike; the cost is the median over pairs. Rows at QD1, 8 threads and QD`QD`; each run
+/// lasts `slice`, and `pairs` sets the number of pairs (see `main`).
 fn log_cost_rows(
     array: &Arc<Array>,
     exec: &mut UringExecutor,
     wbuf: &[u8],
-    slice: Duration,
+    (slice, pairs): (Duration, usize),
     rng: &mut Rng,
     what: &str,
     rows: &mut Vec<(String, String, String)>,
 ) {
     let cap_blocks = array.geometry().capacity_blocks();
-    let qd1 = paired_cost(array, 6, |_| {
+    let qd1 = paired_cost(array, 3 * pairs, |_| {
         timed(slice, || {
             array
                 .write(exec, ArrayBlock(rng.next(cap_blocks)), &wbuf[..4096])
@@ -268,9 +284,9 @@ fn log_cost_rows(
         });
         (total.into_inner(), t0.elapsed().as_secs_f64())
     };
-    let t8 = paired_cost(array, 4, mt);
+    let t8 = paired_cost(array, 2 * pairs, mt);
     let mut seed = 40;
-    let qdq = paired_cost(array, 4, |_| {
+    let qdq = paired_cost(array, 2 * pairs, |_| {
         seed += 1;
         queue_iops(array, true, slice, seed)
     });
@@ -295,15 +311,21 @@ fn log_cost_rows(
             "-".into(),
         ));
         eprintln!(
-            "write-hole protection cost{what}, {label}: {:.1} % (pairs: {:?})",
+            "write-hole protection cost{what}, {label}: {:.1} % (pairs: {:?}; {:.2} member flushes per request with the log on)",
             c.0 * 100.0,
-            c.3
+            c.3,
+            c.4
         );
     }
 }
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    // Only the write-hole protection cost rows (degraded array, both cache modes).
+    let log_only = std::env::args().any(|a| a == "--log-cost");
+    // On/off pairs per cost row, in units (QD1 runs 3 units, the others 2); more when only
+    // the cost rows run.
+    let pairs = if log_only { 4 } else { 2 };
     let budget = Duration::from_millis(if quick { 300 } else { 2000 });
     let member_data = if quick { 32 * MIB } else { 128 * MIB };
     let size = MIB + member_data;
@@ -340,245 +362,252 @@ fn main() {
     let mb = |bytes: u64, s: f64| format!("{:.0} MB/s", bytes as f64 / s / 1e6);
     let iops = |ops: u64, s: f64| format!("{:.0} IOPS", ops as f64 / s);
 
-    // --- Full-stripe sequential write: 8 stripes (1.5 MiB) per request.
+    let mut rng = Rng(0x1234_5678);
     let req = 8 * stripe_bytes;
     let req_blocks = (req / 4096) as u64;
-    let mut pos = 0u64;
-    let (n, s) = timed(budget, || {
-        if pos + req_blocks > cap_blocks {
-            pos = 0;
-        }
-        array
-            .write(&mut exec, ArrayBlock(pos), &wbuf[..req])
-            .expect("write");
-        pos += req_blocks;
-        req as u64
-    });
     let raw_member_off = |stripe: u64| MIB + stripe * CHUNK as u64;
-    let mut st = 0u64;
-    let (rn, rs) = timed(budget, || {
-        // Same member traffic without RAID: 8 chunks per member, all in one batch.
-        let mut ops = Vec::new();
-        let mut rest: &[u8] = &wbuf[..8 * N * CHUNK];
-        for k in 0..8 {
-            for (m, mem) in members.iter().enumerate() {
-                let (c, r) = rest.split_at(CHUNK);
-                rest = r;
-                ops.push(MemberOp::write(
-                    MemberIdx(m),
-                    &**mem,
-                    raw_member_off((st + k) % stripes),
-                    c,
-                ));
+    if !log_only {
+        // --- Full-stripe sequential write: 8 stripes (1.5 MiB) per request.
+        let mut pos = 0u64;
+        let (n, s) = timed(budget, || {
+            if pos + req_blocks > cap_blocks {
+                pos = 0;
             }
-        }
-        exec.execute(&mut ops);
-        st = (st + 8) % stripes;
-        (8 * (N - 1) * CHUNK) as u64
-    });
-    rows.push((
-        "full-stripe sequential write (data)".into(),
-        mb(n, s),
-        mb(rn, rs),
-    ));
-
-    // --- Sequential read, same request size.
-    let mut pos = 0u64;
-    let (n, s) = timed(budget, || {
-        if pos + req_blocks > cap_blocks {
-            pos = 0;
-        }
-        array
-            .read(&mut exec, ArrayBlock(pos), &mut rbuf[..req])
-            .expect("read");
-        pos += req_blocks;
-        req as u64
-    });
-    let mut st = 0u64;
-    let (rn, rs) = timed(budget, || {
-        let mut ops = Vec::new();
-        let mut rest: &mut [u8] = &mut rbuf[..];
-        for k in 0..8 {
-            for (m, mem) in members.iter().enumerate().take(N - 1) {
-                let (c, r) = std::mem::take(&mut rest).split_at_mut(CHUNK);
-                rest = r;
-                ops.push(MemberOp::read(
-                    MemberIdx(m),
-                    &**mem,
-                    raw_member_off((st + k) % stripes),
-                    c,
-                ));
+            array
+                .write(&mut exec, ArrayBlock(pos), &wbuf[..req])
+                .expect("write");
+            pos += req_blocks;
+            req as u64
+        });
+        let mut st = 0u64;
+        let (rn, rs) = timed(budget, || {
+            // Same member traffic without RAID: 8 chunks per member, all in one batch.
+            let mut ops = Vec::new();
+            let mut rest: &[u8] = &wbuf[..8 * N * CHUNK];
+            for k in 0..8 {
+                for (m, mem) in members.iter().enumerate() {
+                    let (c, r) = rest.split_at(CHUNK);
+                    rest = r;
+                    ops.push(MemberOp::write(
+                        MemberIdx(m),
+                        &**mem,
+                        raw_member_off((st + k) % stripes),
+                        c,
+                    ));
+                }
             }
-        }
-        exec.execute(&mut ops);
-        st = (st + 8) % stripes;
-        (8 * (N - 1) * CHUNK) as u64
-    });
-    rows.push(("sequential read".into(), mb(n, s), mb(rn, rs)));
+            exec.execute(&mut ops);
+            st = (st + 8) % stripes;
+            (8 * (N - 1) * CHUNK) as u64
+        });
+        rows.push((
+            "full-stripe sequential write (data)".into(),
+            mb(n, s),
+            mb(rn, rs),
+        ));
 
-    // --- 4 KiB random read and write.
-    let mut rng = Rng(0x1234_5678);
-    let (n, s) = timed(budget, || {
-        array
-            .read(
-                &mut exec,
-                ArrayBlock(rng.next(cap_blocks)),
+        // --- Sequential read, same request size.
+        let mut pos = 0u64;
+        let (n, s) = timed(budget, || {
+            if pos + req_blocks > cap_blocks {
+                pos = 0;
+            }
+            array
+                .read(&mut exec, ArrayBlock(pos), &mut rbuf[..req])
+                .expect("read");
+            pos += req_blocks;
+            req as u64
+        });
+        let mut st = 0u64;
+        let (rn, rs) = timed(budget, || {
+            let mut ops = Vec::new();
+            let mut rest: &mut [u8] = &mut rbuf[..];
+            for k in 0..8 {
+                for (m, mem) in members.iter().enumerate().take(N - 1) {
+                    let (c, r) = std::mem::take(&mut rest).split_at_mut(CHUNK);
+                    rest = r;
+                    ops.push(MemberOp::read(
+                        MemberIdx(m),
+                        &**mem,
+                        raw_member_off((st + k) % stripes),
+                        c,
+                    ));
+                }
+            }
+            exec.execute(&mut ops);
+            st = (st + 8) % stripes;
+            (8 * (N - 1) * CHUNK) as u64
+        });
+        rows.push(("sequential read".into(), mb(n, s), mb(rn, rs)));
+
+        // --- 4 KiB random read and write.
+        let (n, s) = timed(budget, || {
+            array
+                .read(
+                    &mut exec,
+                    ArrayBlock(rng.next(cap_blocks)),
+                    &mut rbuf[..4096],
+                )
+                .expect("read");
+            1
+        });
+        let raw_blocks = member_data / 4096;
+        let (rn, rs) = timed(budget, || {
+            let m = rng.next(N as u64) as usize;
+            let mut ops = [MemberOp::read(
+                MemberIdx(m),
+                &*members[m],
+                MIB + rng.next(raw_blocks) * 4096,
                 &mut rbuf[..4096],
-            )
-            .expect("read");
-        1
-    });
-    let raw_blocks = member_data / 4096;
-    let (rn, rs) = timed(budget, || {
-        let m = rng.next(N as u64) as usize;
-        let mut ops = [MemberOp::read(
-            MemberIdx(m),
-            &*members[m],
-            MIB + rng.next(raw_blocks) * 4096,
-            &mut rbuf[..4096],
-        )];
-        exec.execute(&mut ops);
-        1
-    });
-    rows.push(("4 KiB random read, QD1".into(), iops(n, s), iops(rn, rs)));
-    let (n, s) = timed(budget, || {
-        array
-            .write(&mut exec, ArrayBlock(rng.next(cap_blocks)), &wbuf[..4096])
-            .expect("write");
-        1
-    });
-    let (rn, rs) = timed(budget, || {
-        let m = rng.next(N as u64) as usize;
-        let mut ops = [MemberOp::write(
-            MemberIdx(m),
-            &*members[m],
-            MIB + rng.next(raw_blocks) * 4096,
-            &wbuf[..4096],
-        )];
-        exec.execute(&mut ops);
-        1
-    });
-    rows.push((
-        "4 KiB random write, QD1 (RMW: 2 reads + 2 writes)".into(),
-        iops(n, s),
-        iops(rn, rs),
-    ));
-    // Queue depth 16 through RaidQueue (16 workers, each its own ring) vs raw batches of 16.
-    let (n, s) = queue_iops(&array, false, budget, 5);
-    let (rn, rs) = raw_qd_iops(&mut exec, &members, rbuf, false, raw_blocks, budget);
-    rows.push((
-        format!("4 KiB random read, QD{QD} (RaidQueue)"),
-        iops(n, s),
-        iops(rn, rs),
-    ));
-    let (n, s) = queue_iops(&array, true, budget, 6);
-    let (rn, rs) = raw_qd_iops(&mut exec, &members, wbuf, true, raw_blocks, budget);
-    rows.push((
-        format!("4 KiB random write, QD{QD} (RaidQueue)"),
-        iops(n, s),
-        iops(rn, rs),
-    ));
-    let st = array.stats();
-    eprintln!(
-        "modes: {} full-stripe, {} rmw, {} rcw",
-        st.full_stripe, st.rmw, st.rcw
-    );
+            )];
+            exec.execute(&mut ops);
+            1
+        });
+        rows.push(("4 KiB random read, QD1".into(), iops(n, s), iops(rn, rs)));
+        let (n, s) = timed(budget, || {
+            array
+                .write(&mut exec, ArrayBlock(rng.next(cap_blocks)), &wbuf[..4096])
+                .expect("write");
+            1
+        });
+        let (rn, rs) = timed(budget, || {
+            let m = rng.next(N as u64) as usize;
+            let mut ops = [MemberOp::write(
+                MemberIdx(m),
+                &*members[m],
+                MIB + rng.next(raw_blocks) * 4096,
+                &wbuf[..4096],
+            )];
+            exec.execute(&mut ops);
+            1
+        });
+        rows.push((
+            "4 KiB random write, QD1 (RMW: 2 reads + 2 writes)".into(),
+            iops(n, s),
+            iops(rn, rs),
+        ));
+        // Queue depth 16 through RaidQueue (16 workers, each its own ring) vs raw batches of 16.
+        let (n, s) = queue_iops(&array, false, budget, 5);
+        let (rn, rs) = raw_qd_iops(&mut exec, &members, rbuf, false, raw_blocks, budget);
+        rows.push((
+            format!("4 KiB random read, QD{QD} (RaidQueue)"),
+            iops(n, s),
+            iops(rn, rs),
+        ));
+        let (n, s) = queue_iops(&array, true, budget, 6);
+        let (rn, rs) = raw_qd_iops(&mut exec, &members, wbuf, true, raw_blocks, budget);
+        rows.push((
+            format!("4 KiB random write, QD{QD} (RaidQueue)"),
+            iops(n, s),
+            iops(rn, rs),
+        ));
+        let st = array.stats();
+        eprintln!(
+            "modes: {} full-stripe, {} rmw, {} rcw",
+            st.full_stripe, st.rmw, st.rcw
+        );
+    }
     array.stop().expect("stop");
     drop(array);
 
     // --- Degraded: assemble without member 0.
-    let survivors = open_members(&dir, &names[1..N], size, false);
+    let survivors: Vec<Arc<dyn Member>> = open_members(&dir, &names[1..N], size, false)
+        .into_iter()
+        .map(|m| Arc::new(Counted(m, None)) as Arc<dyn Member>)
+        .collect();
     let asm =
         Array::assemble(survivors, None, Arc::new(CpuXor::detect())).expect("assemble degraded");
     let array = Arc::new(asm.array);
     exec.register_arenas(&[pool_arena.clone(), array.scratch_arena().clone()])
         .expect("register buffers");
-    let mut pos = 0u64;
-    let (n, s) = timed(budget, || {
-        if pos + req_blocks > cap_blocks {
-            pos = 0;
-        }
-        array
-            .read(&mut exec, ArrayBlock(pos), &mut rbuf[..req])
-            .expect("degraded read");
-        pos += req_blocks;
-        req as u64
-    });
-    rows.push((
-        "degraded sequential read (1 of 4 missing)".into(),
-        mb(n, s),
-        "see sequential read".into(),
-    ));
-    let (n, s) = timed(budget, || {
-        array
-            .read(
-                &mut exec,
-                ArrayBlock(rng.next(cap_blocks)),
-                &mut rbuf[..4096],
-            )
-            .expect("read");
-        1
-    });
-    rows.push((
-        "degraded 4 KiB random read, QD1".into(),
-        iops(n, s),
-        "see 4 KiB random read".into(),
-    ));
-
+    if !log_only {
+        let mut pos = 0u64;
+        let (n, s) = timed(budget, || {
+            if pos + req_blocks > cap_blocks {
+                pos = 0;
+            }
+            array
+                .read(&mut exec, ArrayBlock(pos), &mut rbuf[..req])
+                .expect("degraded read");
+            pos += req_blocks;
+            req as u64
+        });
+        rows.push((
+            "degraded sequential read (1 of 4 missing)".into(),
+            mb(n, s),
+            "see sequential read".into(),
+        ));
+        let (n, s) = timed(budget, || {
+            array
+                .read(
+                    &mut exec,
+                    ArrayBlock(rng.next(cap_blocks)),
+                    &mut rbuf[..4096],
+                )
+                .expect("read");
+            1
+        });
+        rows.push((
+            "degraded 4 KiB random read, QD1".into(),
+            iops(n, s),
+            "see 4 KiB random read".into(),
+        ));
+    }
     log_cost_rows(
         &array,
         &mut exec,
         &wbuf[..],
-        budget / 4,
+        (budget / 4, pairs),
         &mut rng,
         "",
         &mut rows,
     );
 
-    // --- Rebuild onto a new member, unthrottled.
-    let spare = open_members(&dir, &names[N..], size, true).remove(0);
-    array.add_spare(spare.clone()).expect("spare");
-    let t = Instant::now();
-    let p = array
-        .run_rebuild(&mut exec, &mut Throttle::new(None))
-        .expect("rebuild");
-    let secs = t.elapsed().as_secs_f64();
-    assert!(p.is_some_and(|p| p.finished));
-    let rebuilt = geo.member_data_bytes();
-    // Raw: read a chunk from each of 3 members and write one chunk, per stripe.
-    let survivors = open_members(&dir, &names[1..N], size, false);
-    let t = Instant::now();
-    for s in 0..stripes {
-        let mut ops = Vec::new();
-        let mut rest: &mut [u8] = &mut rbuf[..];
-        for (m, mem) in survivors.iter().enumerate() {
-            let (c, r) = std::mem::take(&mut rest).split_at_mut(CHUNK);
-            rest = r;
-            ops.push(MemberOp::read(MemberIdx(m), &**mem, raw_member_off(s), c));
+    if !log_only {
+        // --- Rebuild onto a new member, unthrottled.
+        let spare = open_members(&dir, &names[N..], size, true).remove(0);
+        array.add_spare(spare.clone()).expect("spare");
+        let t = Instant::now();
+        let p = array
+            .run_rebuild(&mut exec, &mut Throttle::new(None))
+            .expect("rebuild");
+        let secs = t.elapsed().as_secs_f64();
+        assert!(p.is_some_and(|p| p.finished));
+        let rebuilt = geo.member_data_bytes();
+        // Raw: read a chunk from each of 3 members and write one chunk, per stripe.
+        let survivors = open_members(&dir, &names[1..N], size, false);
+        let t = Instant::now();
+        for s in 0..stripes {
+            let mut ops = Vec::new();
+            let mut rest: &mut [u8] = &mut rbuf[..];
+            for (m, mem) in survivors.iter().enumerate() {
+                let (c, r) = std::mem::take(&mut rest).split_at_mut(CHUNK);
+                rest = r;
+                ops.push(MemberOp::read(MemberIdx(m), &**mem, raw_member_off(s), c));
+            }
+            exec.execute(&mut ops);
+            let mut w = [MemberOp::write(
+                MemberIdx(N),
+                &*spare,
+                raw_member_off(s),
+                &wbuf[..CHUNK],
+            )];
+            exec.execute(&mut w);
         }
-        exec.execute(&mut ops);
-        let mut w = [MemberOp::write(
-            MemberIdx(N),
-            &*spare,
-            raw_member_off(s),
-            &wbuf[..CHUNK],
-        )];
-        exec.execute(&mut w);
+        let raw_secs = t.elapsed().as_secs_f64();
+        rows.push((
+            "rebuild (written to the new member)".into(),
+            mb(rebuilt, secs),
+            mb(rebuilt, raw_secs),
+        ));
     }
-    let raw_secs = t.elapsed().as_secs_f64();
-    rows.push((
-        "rebuild (written to the new member)".into(),
-        mb(rebuilt, secs),
-        mb(rebuilt, raw_secs),
-    ));
-
     // --- The degraded cost again, on the same files reporting no volatile write cache: the
     // log's flush is skipped, what remains is the log write ahead of the data writes.
     array.stop().expect("stop");
     drop(array);
     let survivors: Vec<Arc<dyn Member>> = open_members(&dir, &names[1..N], size, false)
         .into_iter()
-        .map(|m| Arc::new(WriteThrough(m)) as Arc<dyn Member>)
+        .map(|m| Arc::new(Counted(m, Some(false))) as Arc<dyn Member>)
         .collect();
     let asm =
         Array::assemble(survivors, None, Arc::new(CpuXor::detect())).expect("assemble degraded");
@@ -590,7 +619,7 @@ fn main() {
         &array,
         &mut exec,
         &wbuf[..],
-        budget / 4,
+        (budget / 4, pairs),
         &mut rng,
         " (no volatile cache)",
         &mut rows,

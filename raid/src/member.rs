@@ -123,33 +123,121 @@ impl fmt::Debug for AlignedBuf {
 
 /// In-memory member. Clones share the same bytes, so a test can "reboot" an array by
 /// assembling it again from clones of the members it had.
+///
+/// Two modes:
+/// - write-through ([`MemMember::new`]): a completed write is on the media at once;
+///   `volatile_write_cache()` is false;
+/// - volatile write cache ([`MemMember::with_volatile_cache`]): a completed write is held in
+///   a cache (reads see it) and reaches the media only at [`Member::flush`];
+///   [`MemMember::power_cut`] drops what the cache still holds, as a drive without power-loss
+///   protection does. `volatile_write_cache()` is true.
 #[derive(Clone)]
 pub struct MemMember {
     name: Arc<str>,
-    bytes: Arc<Mutex<Vec<u8>>>,
+    state: Arc<Mutex<MemState>>,
+}
+
+#[derive(Debug)]
+struct MemState {
+    /// What reads return: the media with every cached write applied.
+    view: Vec<u8>,
+    /// Volatile-cache mode only.
+    cache: Option<WriteCache>,
+}
+
+/// A volatile write cache: the media and the writes not yet flushed.
+#[derive(Debug)]
+struct WriteCache {
+    media: Vec<u8>,
+    /// (offset, bytes), oldest first.
+    pending: Vec<(usize, Vec<u8>)>,
 }
 
 impl MemMember {
-    /// A zero-filled member of `size` bytes.
+    /// A zero-filled write-through member of `size` bytes.
     pub fn new(name: &str, size: usize) -> Self {
         MemMember {
             name: name.into(),
-            bytes: Arc::new(Mutex::new(vec![0; size])),
+            state: Arc::new(Mutex::new(MemState {
+                view: vec![0; size],
+                cache: None,
+            })),
         }
     }
 
-    /// A copy of the member's bytes.
+    /// A zero-filled member of `size` bytes with a volatile write cache: writes reach the
+    /// media only when flushed; [`MemMember::power_cut`] loses the rest.
+    pub fn with_volatile_cache(name: &str, size: usize) -> Self {
+        MemMember {
+            name: name.into(),
+            state: Arc::new(Mutex::new(MemState {
+                view: vec![0; size],
+                cache: Some(WriteCache {
+                    media: vec![0; size],
+                    pending: Vec::new(),
+                }),
+            })),
+        }
+    }
+
+    /// A copy of the member's bytes as reads see them (cached writes included).
     pub fn snapshot(&self) -> Vec<u8> {
-        lock(&self.bytes).clone()
+        lock(&self.state).view.clone()
     }
 
-    /// Overwrites bytes directly, bypassing everything (tests use it to corrupt media).
+    /// Overwrites bytes directly, on the media and in the cache, bypassing everything
+    /// (tests use it to corrupt media).
     pub fn poke(&self, offset: usize, data: &[u8]) {
-        let mut b = lock(&self.bytes);
-        let end = (offset + data.len()).min(b.len());
+        let mut st = lock(&self.state);
+        let st = &mut *st;
+        let end = (offset + data.len()).min(st.view.len());
         if offset < end {
-            b[offset..end].copy_from_slice(&data[..end - offset]);
+            let d = &data[..end - offset];
+            st.view[offset..end].copy_from_slice(d);
+            if let Some(c) = &mut st.cache {
+                c.media[offset..end].copy_from_slice(d);
+                for (o, w) in c.pending.iter_mut() {
+                    // Keep the cached writes consistent with the poked bytes.
+                    let (a, b) = ((*o).max(offset), (*o + w.len()).min(end));
+                    if a < b {
+                        w[a - *o..b - *o].copy_from_slice(&d[a - offset..b - offset]);
+                    }
+                }
+            }
         }
+    }
+
+    /// Writes completed but not yet flushed (0 for a write-through member).
+    pub fn cached_writes(&self) -> usize {
+        lock(&self.state)
+            .cache
+            .as_ref()
+            .map_or(0, |c| c.pending.len())
+    }
+
+    /// Power loss: the cache's unflushed writes are lost — all of them when `keep_seed` is
+    /// `None`; with a seed, each one independently reaches the media or not (a cache writes
+    /// back in any order), chosen by a seeded generator. Reads then return the media. No
+    /// effect on a write-through member.
+    pub fn power_cut(&self, keep_seed: Option<u64>) {
+        let mut st = lock(&self.state);
+        let st = &mut *st;
+        let Some(c) = &mut st.cache else {
+            return;
+        };
+        if let Some(seed) = keep_seed {
+            let mut x = seed | 1;
+            for (o, w) in &c.pending {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                if x & 1 == 1 {
+                    c.media[*o..*o + w.len()].copy_from_slice(w);
+                }
+            }
+        }
+        c.pending.clear();
+        st.view.copy_from_slice(&c.media);
     }
 }
 
@@ -165,31 +253,41 @@ impl Member for MemMember {
     }
 
     fn size_bytes(&self) -> u64 {
-        lock(&self.bytes).len() as u64
+        lock(&self.state).view.len() as u64
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), MemberError> {
         check_range(self, offset, buf.len())?;
-        let b = lock(&self.bytes);
+        let st = lock(&self.state);
         let o = offset as usize;
-        buf.copy_from_slice(&b[o..o + buf.len()]);
+        buf.copy_from_slice(&st.view[o..o + buf.len()]);
         Ok(())
     }
 
     fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), MemberError> {
         check_range(self, offset, buf.len())?;
-        let mut b = lock(&self.bytes);
+        let mut st = lock(&self.state);
         let o = offset as usize;
-        b[o..o + buf.len()].copy_from_slice(buf);
+        st.view[o..o + buf.len()].copy_from_slice(buf);
+        if let Some(c) = &mut st.cache {
+            c.pending.push((o, buf.to_vec()));
+        }
         Ok(())
     }
 
     fn flush(&self) -> Result<(), MemberError> {
+        let mut st = lock(&self.state);
+        let st = &mut *st;
+        if let Some(c) = &mut st.cache {
+            for (o, w) in c.pending.drain(..) {
+                c.media[o..o + w.len()].copy_from_slice(&w);
+            }
+        }
         Ok(())
     }
 
     fn volatile_write_cache(&self) -> bool {
-        false
+        lock(&self.state).cache.is_some()
     }
 }
 
@@ -399,11 +497,14 @@ impl FaultyMember {
                         }
                     }
                     Fault::PowerLoss(switch) => {
-                        if is_write
-                            && len > 0
-                            && !switch.spend()
-                            && matches!(verdict, Verdict::Pass)
-                        {
+                        // A write spends the budget; a flush (len 0) spends nothing but is
+                        // dropped once the power is out.
+                        let out = if len > 0 {
+                            !switch.spend()
+                        } else {
+                            switch.is_cut()
+                        };
+                        if is_write && out && matches!(verdict, Verdict::Pass) {
                             verdict = Verdict::Drop;
                         }
                     }
@@ -451,7 +552,9 @@ impl Member for FaultyMember {
     fn flush(&self) -> Result<(), MemberError> {
         match self.judge(0, 0, true) {
             Verdict::Fail(e) => Err(e),
-            _ => self.inner.flush(),
+            // Past a power loss a flush reports success but reaches nothing.
+            Verdict::Drop => Ok(()),
+            Verdict::Pass => self.inner.flush(),
         }
     }
 
@@ -490,6 +593,55 @@ mod tests {
         let clone = m.clone();
         clone.write_at(0, b"x").unwrap();
         assert_eq!(m.snapshot()[0], b'x');
+    }
+
+    #[test]
+    fn volatile_cache_holds_writes_until_flush() {
+        let m = MemMember::with_volatile_cache("m", 8192);
+        assert!(m.volatile_write_cache());
+        assert!(!MemMember::new("w", 8192).volatile_write_cache());
+        let mut b = [0u8; 4];
+        m.write_at(0, b"aaaa").unwrap();
+        m.flush().unwrap();
+        m.write_at(0, b"bbbb").unwrap();
+        m.write_at(100, b"cccc").unwrap();
+        m.read_at(0, &mut b).unwrap();
+        assert_eq!(&b, b"bbbb", "reads see cached writes");
+        assert_eq!(m.cached_writes(), 2);
+        m.clone().power_cut(None);
+        m.read_at(0, &mut b).unwrap();
+        assert_eq!(
+            &b, b"aaaa",
+            "the unflushed write is lost, the flushed one stays"
+        );
+        m.read_at(100, &mut b).unwrap();
+        assert_eq!(b, [0; 4]);
+        assert_eq!(m.cached_writes(), 0);
+        // A seeded cut keeps some writes, the same ones for the same seed.
+        let run = |seed| {
+            let m = MemMember::with_volatile_cache("m", 4096);
+            for i in 0..64u8 {
+                m.write_at(u64::from(i) * 8, &[i + 1; 8]).unwrap();
+            }
+            m.power_cut(Some(seed));
+            m.snapshot()
+        };
+        assert_eq!(run(5), run(5));
+        let kept = run(5).chunks(8).take(64).filter(|c| c[0] != 0).count();
+        assert!((10..54).contains(&kept), "about half kept: {kept}");
+        // A flush after a power loss (through the fault wrapper) reaches nothing.
+        let inner = MemMember::with_volatile_cache("m", 4096);
+        let f = FaultyMember::new(Arc::new(inner.clone()), 1);
+        let switch = PowerSwitch::after(1);
+        f.handle().inject(Fault::PowerLoss(switch.clone()));
+        f.write_at(0, b"dddd").unwrap();
+        f.write_at(8, b"eeee").unwrap();
+        assert!(switch.is_cut());
+        f.flush().unwrap();
+        assert_eq!(inner.cached_writes(), 1, "the flush was dropped");
+        inner.power_cut(None);
+        inner.read_at(0, &mut b).unwrap();
+        assert_eq!(b, [0; 4]);
     }
 
     #[test]

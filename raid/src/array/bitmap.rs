@@ -7,6 +7,12 @@
 //! [`Bitmap::clear_idle`] (regions with nothing in flight), which the owner calls from time
 //! to time and at [`super::Array::stop`]. After an unclean stop, assembly ORs every member's
 //! copy and resyncs only the regions whose bit is set.
+//!
+//! Clearing flushes each member before writing its copy of the cleared bits: a completed
+//! write may still sit in a volatile cache, and a bit must not be clear on media while a
+//! write of its region could still be lost (its stripe's parity would then disagree with
+//! its data, unseen by the resync). As assembly ORs the copies, a bit reads clear only if
+//! every member's copy was written, each after that member's flush.
 
 use std::sync::{Mutex, MutexGuard};
 
@@ -77,7 +83,7 @@ impl Bitmap {
             }
         }
         changed.dedup();
-        let result = self.write_blocks(array, &st.bits, &changed);
+        let result = self.write_blocks(array, &st.bits, &changed, false);
         if result.is_err() {
             drop(st);
             self.end(first, last);
@@ -105,7 +111,7 @@ impl Bitmap {
             }
         }
         changed.dedup();
-        self.write_blocks(array, &st.bits, &changed)
+        self.write_blocks(array, &st.bits, &changed, true)
     }
 
     /// Clears the bits of regions `regions` (after they were resynced).
@@ -120,10 +126,18 @@ impl Bitmap {
             }
         }
         changed.dedup();
-        self.write_blocks(array, &st.bits, &changed)
+        self.write_blocks(array, &st.bits, &changed, true)
     }
 
-    fn write_blocks(&self, array: &Array, bits: &[u8], blocks: &[usize]) -> Result<(), RaidError> {
+    /// Writes bitmap blocks `blocks` to every present member and flushes them; with
+    /// `clearing`, flushes each member first (see the module header).
+    fn write_blocks(
+        &self,
+        array: &Array,
+        bits: &[u8],
+        blocks: &[usize],
+        clearing: bool,
+    ) -> Result<(), RaidError> {
         if blocks.is_empty() {
             return Ok(());
         }
@@ -133,6 +147,12 @@ impl Bitmap {
             let mut failure = None;
             'members: for (role, m) in view.members.iter().enumerate() {
                 let Some(m) = m else { continue };
+                if clearing && m.volatile_write_cache() {
+                    if let Err(e) = m.flush() {
+                        failure = Some((role, m.clone(), e));
+                        break 'members;
+                    }
+                }
                 for &blk in blocks {
                     let start = blk * BLOCK;
                     let end = (start + BLOCK).min(bits.len());

@@ -17,12 +17,30 @@
 //! it and some version of the interrupted write elsewhere; all other blocks are untouched.
 //!
 //! Why the latest entry in a slot is safe to apply: within one epoch every write to a stripe
-//! with a usable parity member is logged, slots are locked for the whole round, and a stripe
-//! always maps to the same slot, so an entry present is the last write to its stripe — applying
-//! it to a completed write recomputes the parity already there. The epoch changes whenever the
+//! with a usable parity member is logged (but for the parity-only writes below, which are
+//! skipped only while the slot holds another stripe's entry), slots are locked for the whole
+//! round, and a stripe always maps to the same slot, so an entry present for a stripe is the
+//! last write to it — applying it to a completed write recomputes the parity already there. The epoch changes whenever the
 //! set of missing roles changes (failure, rebuild done, assembly finding a role missing), so
 //! entries from another degradation are void. Stripes the rebuild already passed are resynced
 //! from all members instead.
+//!
+//! Members with a volatile write cache (a completed write may still be lost at a power cut
+//! until the member is flushed) need three more rules, as md's `ppl_do_flush`:
+//! - the entry is flushed on the parity member before any data or parity write of its round;
+//! - before an entry overwrites a slot, the roles the previous entry's round wrote are
+//!   flushed (their flush tickets are kept per slot, so this is free when another flush
+//!   covered them since). Otherwise the slot could lose its entry while those writes were
+//!   still cached; and since every earlier write to a stripe within an epoch went through its
+//!   slot, this also makes the data a new entry's partial parity was computed from durable;
+//! - the epoch change flushes every member (the superblock update does), and a write round
+//!   that was in flight across the change flushes the roles it wrote before it unlocks its
+//!   stripes, so the first logged writes of an epoch find no unlogged data in a cache.
+//!
+//! A write that modifies only the missing chunk writes parity alone; each parity block lands
+//! old or new and matches the untouched chunks either way, so it is not logged — unless its
+//! slot may still hold an entry for the same stripe (unknown since the array started, or
+//! known to be this stripe's), whose replay would undo it: then it is logged as usual.
 //!
 //! Needs at least three slots (`chunk <= 256 KiB` with the default 960 KiB area); otherwise
 //! the array runs without the log and says so ([`super::Array::write_hole_protected`]).

@@ -32,6 +32,7 @@ use crate::member::AlignedBuf;
 use crate::parity::XorJob;
 use crate::superblock::{crc32c, SlotState};
 
+use super::flush::Ticket;
 use super::ppl::{Entry, PplLayout, HEADER};
 use super::{Array, View};
 
@@ -152,6 +153,7 @@ impl Array {
         let force_rcw = self.read_state().resync.is_some();
         for _ in 0..=self.geo.members() {
             let view = self.view()?;
+            let epoch = self.read_state().ppl_epoch;
             let missing = (0..self.geo.members()).find(|&r| view.states[r] != SlotState::Active);
             let layout = self
                 .ppl
@@ -163,8 +165,15 @@ impl Array {
             });
             let mut plans = Vec::with_capacity(round.len());
             for (stripe, writes) in round {
-                let log = layout
-                    .map(|_| missing.and_then(|m| self.geo.data_index_of(*stripe, MemberIdx(m))));
+                let log = layout.map(|l| {
+                    let f = missing.and_then(|m| self.geo.data_index_of(*stripe, MemberIdx(m)));
+                    // The slot is known to hold another stripe's entry (or a void one).
+                    let pm = self.geo.parity_member(*stripe).0;
+                    let slot_elsewhere = self.flush_gates[pm]
+                        .slot_stripe(l.slot(&self.geo, *stripe))
+                        .is_some_and(|s| s != stripe.0);
+                    (f, slot_elsewhere)
+                });
                 plans.push(self.plan(&view, *stripe, writes, force_rcw, log)?);
             }
             let reads_ok = self.read_phase(exec, &view, &mut plans)?;
@@ -176,14 +185,17 @@ impl Array {
                 Some(l) => {
                     // The log needs the partial parity before any data write starts.
                     self.compute_all(&mut plans)?;
-                    if !self.log_phase(exec, &view, &mut plans, &l)? {
+                    if !self.log_phase(exec, &view, &mut plans, &l, epoch)? {
                         self.release(plans);
                         continue;
                     }
-                    self.write_phase(exec, &view, &plans)
+                    let r = self.write_phase(exec, &view, &plans);
+                    self.remember_slot_writes(&view, &plans, &l);
+                    r
                 }
                 None => self.write_overlapped(exec, &view, &mut plans),
             };
+            let result = result.and_then(|()| self.settle_epoch(&view, &plans, epoch));
             for p in &plans {
                 let c = &self.counters;
                 let counter = match (p.full, p.mode) {
@@ -214,6 +226,106 @@ impl Array {
         self.give_log_scratch(logs);
     }
 
+    /// Roles (with a volatile write cache) a plan writes: its usable data chunks and parity.
+    fn written_roles(&self, view: &View, p: &Plan<'_>) -> Vec<usize> {
+        let mut roles: Vec<usize> = p
+            .writes
+            .iter()
+            .map(|w| self.geo.data_member(p.stripe, w.data_index).0)
+            .collect();
+        if p.parity.is_some() {
+            roles.push(self.geo.parity_member(p.stripe).0);
+        }
+        roles.retain(|&r| {
+            view.usable(r, p.stripe) && view.member(r).is_some_and(|m| m.volatile_write_cache())
+        });
+        roles
+    }
+
+    /// After a logged round's writes completed: records in each entry's slot the roles the
+    /// round wrote, with flush tickets, so the slot is reused only once they are durable.
+    fn remember_slot_writes(&self, view: &View, plans: &[Plan<'_>], layout: &PplLayout) {
+        for p in plans.iter().filter(|p| p.log.is_some()) {
+            let tickets = self
+                .written_roles(view, p)
+                .into_iter()
+                .map(|role| Ticket {
+                    role,
+                    number: self.flush_gates[role].ticket(),
+                })
+                .collect();
+            let pm = self.geo.parity_member(p.stripe).0;
+            self.flush_gates[pm].set_slot_writes(
+                layout.slot(&self.geo, p.stripe),
+                p.stripe.0,
+                tickets,
+            );
+        }
+    }
+
+    /// A round planned under partial-parity-log epoch `epoch` whose writes completed after
+    /// the epoch changed (a member failed or came back meanwhile): the flush of every member
+    /// that came with the change may have run before these writes completed, so flush the
+    /// roles written now, before the stripes are unlocked. A logged write of the new epoch
+    /// computes partial parity from these stripes' data and must not find it only in a cache.
+    fn settle_epoch(&self, view: &View, plans: &[Plan<'_>], epoch: u64) -> Result<(), RaidError> {
+        if self.read_state().ppl_epoch == epoch {
+            return Ok(());
+        }
+        let mut roles: Vec<usize> = plans
+            .iter()
+            .flat_map(|p| self.written_roles(view, p))
+            .collect();
+        roles.sort_unstable();
+        roles.dedup();
+        for role in roles {
+            if let Some(m) = view.member(role) {
+                if let Err(e) = self.flush_gates[role].flush(m) {
+                    self.fail_member(MemberIdx(role), m, &e)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Before log entries overwrite their slots: the writes of the rounds that logged the
+    /// entries being overwritten must be durable (md's `ppl_do_flush`), or a power cut could
+    /// lose them with no entry left to repair their stripes' parity; and a new entry's
+    /// partial parity, computed from what the members returned, must not rest on data still
+    /// in a cache (every earlier write to a stripe within an epoch was logged in its slot, so
+    /// this covers them all). Free when flushes since covered them. `Ok(false)` when a member
+    /// failed.
+    fn settle_slots(
+        &self,
+        view: &View,
+        plans: &[Plan<'_>],
+        layout: &PplLayout,
+    ) -> Result<bool, RaidError> {
+        let mut due: Vec<Ticket> = Vec::new();
+        for p in plans.iter().filter(|p| p.log.is_some()) {
+            let pm = self.geo.parity_member(p.stripe).0;
+            for t in self.flush_gates[pm].slot_writes(layout.slot(&self.geo, p.stripe)) {
+                if self.flush_gates[t.role].covered(t.number) {
+                    continue;
+                }
+                match due.iter_mut().find(|d| d.role == t.role) {
+                    Some(d) => d.number = d.number.max(t.number),
+                    None => due.push(t),
+                }
+            }
+        }
+        for t in due {
+            let Some(m) = view.member(t.role) else {
+                continue;
+            };
+            if let Err(e) = self.flush_gates[t.role].flush_to(m, t.number) {
+                self.fail_member(MemberIdx(t.role), m, &e)?;
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// Writes and flushes the partial-parity-log entries of every logged plan: per stripe one
     /// write of header + partial parity (one buffer) and, if the missing chunk is written, one
     /// of its new rows straight from the caller's buffer. `Ok(false)` when a member failed.
@@ -223,10 +335,13 @@ impl Array {
         view: &View,
         plans: &mut [Plan<'_>],
         layout: &PplLayout,
+        epoch: u64,
     ) -> Result<bool, RaidError> {
+        if !self.settle_slots(view, plans, layout)? {
+            return Ok(false);
+        }
         let bs = self.geo.block_bytes();
         let cb = self.geo.chunk_bytes() as u64;
-        let epoch = self.read_state().ppl_epoch;
         let mut logged = Vec::with_capacity(plans.len());
         for p in plans.iter_mut() {
             let len = (p.hi - p.lo) as usize * bs;
@@ -273,6 +388,13 @@ impl Array {
             }
         }
         exec.execute(&mut ops);
+        if ops.iter().any(|op| !matches!(op.result, Some(Ok(())))) {
+            // Some entries may be on media, some not: what the slots hold is unknown again.
+            for p in plans.iter().filter(|p| p.log.is_some()) {
+                let pm = self.geo.parity_member(p.stripe).0;
+                self.flush_gates[pm].forget_slot(layout.slot(&self.geo, p.stripe));
+            }
+        }
         if self.fail_from(&mut ops)? {
             return Ok(false);
         }
@@ -283,6 +405,10 @@ impl Array {
         for role in flush {
             if let Some(m) = view.member(role) {
                 if let Err(e) = self.flush_gates[role].flush(m) {
+                    for p in plans.iter().filter(|p| p.log.is_some()) {
+                        let pm = self.geo.parity_member(p.stripe).0;
+                        self.flush_gates[pm].forget_slot(layout.slot(&self.geo, p.stripe));
+                    }
                     self.fail_member(MemberIdx(role), m, &e)?;
                     return Ok(false);
                 }
@@ -297,7 +423,7 @@ impl Array {
         stripe: StripeIdx,
         writes: &[ChunkWrite<'d>],
         force_rcw: bool,
-        log: Option<Option<usize>>,
+        log: Option<(Option<usize>, bool)>,
     ) -> Result<Plan<'d>, RaidError> {
         let geo = &self.geo;
         let dm = geo.data_members();
@@ -348,9 +474,20 @@ impl Array {
             .map(|d| needs_old(d).then(|| self.take_scratch()))
             .collect();
         let parity = (mode != Mode::DataOnly).then(|| self.take_scratch());
+        // A write that modifies only the missing chunk writes parity alone: each parity block
+        // lands old or new, and either way matches the untouched chunks, so a crash cannot
+        // corrupt what the write did not touch — no entry needed. Unless the slot may hold an
+        // earlier entry for this stripe: replaying that one after this write would bring the
+        // missing chunk's rows back to before it; writing the new entry replaces it.
+        let parity_only = !missing.is_empty()
+            && writes
+                .iter()
+                .all(|w| !view.usable(geo.data_member(stripe, w.data_index).0, stripe));
         let log = log
-            .filter(|_| mode != Mode::DataOnly)
-            .map(|f| (self.take_log_scratch(), f));
+            .filter(|&(_, slot_elsewhere)| {
+                mode != Mode::DataOnly && !(parity_only && slot_elsewhere)
+            })
+            .map(|(f, _)| (self.take_log_scratch(), f));
         Ok(Plan {
             stripe,
             writes: writes.to_vec(),
@@ -556,7 +693,49 @@ impl Array {
         let mut ops = self.data_ops(view, plans);
         ops.extend(self.parity_ops(view, plans));
         exec.execute(&mut ops);
+        self.flush_before_failing(view, &[&ops])?;
         self.fail_from(&mut ops)?;
+        Ok(())
+    }
+
+    /// When a write of the round failed: flushes the members the round's other writes went
+    /// to, before the failure is recorded. The round goes on without the failed member (its
+    /// rows implied by the new parity), which is sound only if the other writes are durable
+    /// by the time a superblock says the member is gone; otherwise a power cut could leave
+    /// that superblock on media with the other writes lost from a cache (new data beside old
+    /// parity, the failed member's rows reconstructed from both). If the cut comes first, no
+    /// superblock records the failure and the failed member's old rows still count.
+    fn flush_before_failing(
+        &self,
+        view: &View,
+        batches: &[&[MemberOp<'_>]],
+    ) -> Result<(), RaidError> {
+        let ops = || batches.iter().flat_map(|b| b.iter());
+        if ops().all(|op| matches!(op.result, Some(Ok(())))) {
+            return Ok(());
+        }
+        let failing: Vec<usize> = ops()
+            .filter(|op| !matches!(op.result, Some(Ok(()))))
+            .map(|op| op.role.0)
+            .collect();
+        let mut roles: Vec<usize> = ops()
+            .filter(|op| op.member.volatile_write_cache() && !failing.contains(&op.role.0))
+            .map(|op| op.role.0)
+            .collect();
+        roles.sort_unstable();
+        roles.dedup();
+        // Every flush first, then any new failure: recording one writes superblocks.
+        let mut errors = Vec::new();
+        for role in roles {
+            if let Some(m) = view.member(role) {
+                if let Err(e) = self.flush_gates[role].flush(m) {
+                    errors.push((role, m, e));
+                }
+            }
+        }
+        for (role, m, e) in errors {
+            self.fail_member(MemberIdx(role), m, &e)?;
+        }
         Ok(())
     }
 
@@ -587,6 +766,7 @@ impl Array {
             };
             exec.execute_then(&mut data, &mut then)
         };
+        self.flush_before_failing(view, &[&data, &parity])?;
         self.fail_from(&mut data)?;
         self.fail_from(&mut parity)?;
         match failure {
