@@ -406,7 +406,7 @@ pub const DEFAULT_OVERRIDES: &[(&str, f64)] = &[
     ("idle_us", 5.0),
     ("accel_us", 1500.0),
     ("accel_max", 3.0),
-    ("match_gain", 0.5),
+    ("match_gain", 0.6),
     ("base_cap_us", 10.0),
     ("probe_bytes", 4160.0),
     ("probe_interval_us", 200.0),
