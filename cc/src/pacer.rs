@@ -6,8 +6,19 @@
 //! when the bucket holds at least its size and the window, if any, has room; leaving takes its
 //! size out of the bucket and adds it to the bytes in flight until acknowledged.
 //!
-//! Invariants: `0 ≤ tokens ≤ max(burst, packet)`; `in_flight` only counts bytes sent and not yet
-//! acknowledged or declared lost.
+//! Dither (`jitter` j in `[0, 1]`, off at 0): each packet of `len` bytes is charged
+//! `len · (1 + 2j·(u_k − u_{k−1}))` tokens, `u_k` uniform in `[−1/2, 1/2)` from a per-pacer
+//! seeded generator, so packet k leaves up to `j` packet gaps early or late around the regular
+//! schedule while the charges telescope: over any run of packets the bytes charged differ from
+//! the bytes sent by less than `2j·len`, so the long-run rate is exact. With dither on, the bucket
+//! also starts with a uniformly random fraction of `initial` (a random first-packet phase).
+//! Why: thousands of paced flows on a few NICs otherwise keep the relative phases they started
+//! with, and a delay-based law that answers each flow's probe phase-locks them into bursts (seen
+//! in `raidline-ccsim`, see `cc/README.md`); with dither every probe samples the queue at a fresh
+//! phase.
+//!
+//! Invariants: `−2j·len ≤ tokens ≤ max(burst, packet)`; `in_flight` only counts bytes sent and
+//! not yet acknowledged or declared lost; the same seed and inputs give the same schedule.
 
 use crate::algo::Decision;
 use crate::units::{Nanos, Rate};
@@ -34,6 +45,9 @@ pub struct Pacer {
     tokens: f64,
     last: Nanos,
     in_flight: u64,
+    jitter: f64,
+    rng: u64,
+    prev_u: f64,
 }
 
 impl Pacer {
@@ -47,7 +61,36 @@ impl Pacer {
             tokens: initial.min(burst) as f64,
             last: now,
             in_flight: 0,
+            jitter: 0.0,
+            rng: 0,
+            prev_u: 0.0,
         }
+    }
+
+    /// Turn dither on (see the module header): `jitter` is clamped to `[0, 1]`; `seed` picks the
+    /// random sequence. The initial bucket becomes a random fraction of what it was.
+    pub fn with_jitter(mut self, jitter: f64, seed: u64) -> Pacer {
+        self.jitter = if jitter.is_finite() {
+            jitter.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        self.rng = seed;
+        if self.jitter > 0.0 {
+            self.tokens *= self.unit();
+            self.prev_u = self.unit() - 0.5;
+        }
+        self
+    }
+
+    /// SplitMix64 step mapped to `[0, 1)`.
+    fn unit(&mut self) -> f64 {
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
     }
 
     /// Current rate.
@@ -95,7 +138,16 @@ impl Pacer {
     /// A packet of `len` bytes left at `now` (call after [`Readiness::Now`]).
     pub fn on_sent(&mut self, now: Nanos, len: u64) {
         self.refill(now, len);
-        self.tokens = (self.tokens - len as f64).max(0.0);
+        let charge = if self.jitter > 0.0 {
+            let u = self.unit() - 0.5;
+            let f = 1.0 + 2.0 * self.jitter * (u - self.prev_u);
+            self.prev_u = u;
+            len as f64 * f
+        } else {
+            len as f64
+        };
+        // never below what a full dither swing can owe, so a stalled flow cannot bank debt
+        self.tokens = (self.tokens - charge).max(-2.0 * self.jitter * len as f64);
         self.in_flight = self.in_flight.saturating_add(len);
     }
 
@@ -152,6 +204,50 @@ mod tests {
         assert_eq!(p.readiness(now, 1000), Readiness::Now);
         p.on_sent(now, 1000);
         assert_eq!(p.readiness(now, 1000), Readiness::At(Nanos::from_us(808)));
+    }
+
+    /// Send `n` packets of 1000 B at 1 Gb/s (8 us each) as soon as allowed; the send times.
+    fn schedule(mut p: Pacer, n: usize) -> Vec<Nanos> {
+        let mut now = Nanos::ZERO;
+        let mut times = Vec::new();
+        while times.len() < n {
+            match p.readiness(now, 1000) {
+                Readiness::Now => {
+                    p.on_sent(now, 1000);
+                    p.on_acked(1000);
+                    times.push(now);
+                }
+                Readiness::At(t) => now = t,
+                other => panic!("{other:?}"),
+            }
+        }
+        times
+    }
+
+    #[test]
+    fn dither_moves_each_packet_but_keeps_the_long_run_rate() {
+        let new =
+            |seed| Pacer::new(Nanos::ZERO, Rate::from_gbps(1.0), 1000, 1000).with_jitter(0.5, seed);
+        let t = schedule(new(7), 10_001);
+        // 10,000 gaps of 8 us on average: the charges telescope, so the end is off by less
+        // than 2j = 1 packet time (8 us) plus the random first phase (at most one gap)
+        let span = (t[10_000] - t[0]).as_secs_f64();
+        assert!((span - 0.08).abs() < 16e-6, "{span}");
+        let gaps: Vec<f64> = t.windows(2).map(|w| (w[1] - w[0]).as_us_f64()).collect();
+        let (lo, hi) = gaps
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(l, h), g| (l.min(*g), h.max(*g)));
+        assert!(lo < 3.0 && hi > 13.0 && hi <= 16.0 + 1e-3, "{lo} {hi}");
+        // the first packet waits a random part of its gap; same seed, same schedule
+        assert!(t[0] > Nanos::ZERO && t[0] < Nanos::from_us(8));
+        assert_eq!(schedule(new(7), 100), t[..100].to_vec());
+        assert_ne!(schedule(new(8), 100), t[..100].to_vec());
+        // no dither: the regular schedule, first packet at once
+        let plain = schedule(Pacer::new(Nanos::ZERO, Rate::from_gbps(1.0), 1000, 1000), 3);
+        assert_eq!(
+            plain,
+            vec![Nanos::ZERO, Nanos::from_us(8), Nanos::from_us(16)]
+        );
     }
 
     #[test]

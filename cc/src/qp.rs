@@ -39,7 +39,7 @@ impl Changes {
 }
 
 /// Static settings of the runtime side.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct QpConfig {
     /// The QP's link rate.
     pub line_rate: Rate,
@@ -51,7 +51,15 @@ pub struct QpConfig {
     pub probe_timeout: Nanos,
     /// Largest probe timeout after back-off.
     pub max_probe_timeout: Nanos,
+    /// Pacer dither in `[0, 1]` (see [`Pacer`]; [`DEFAULT_JITTER`] in the simulator, 0: off).
+    pub jitter: f64,
+    /// Seed of the dither sequence; mixed with the start time, so QPs that share a seed but not
+    /// a start nanosecond still dither differently.
+    pub seed: u64,
 }
+
+/// The pacer dither the simulator's results are measured with (`cc/README.md`).
+pub const DEFAULT_JITTER: f64 = 0.5;
 
 /// Algorithm state, pacer and prober of one QP.
 #[derive(Clone, Debug)]
@@ -77,7 +85,9 @@ impl<S: Copy + Default + std::fmt::Debug> QpController<S> {
                 line_rate: cfg.line_rate,
             },
         );
-        let mut pacer = Pacer::new(now, cfg.line_rate, cfg.burst, cfg.initial);
+        let seed = cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ now.0;
+        let mut pacer =
+            Pacer::new(now, cfg.line_rate, cfg.burst, cfg.initial).with_jitter(cfg.jitter, seed);
         pacer.apply(now, &decision);
         let mut prober = Prober::new(cfg.probe_timeout, cfg.max_probe_timeout);
         if decision.probe {
@@ -236,6 +246,8 @@ mod tests {
             initial: 4160,
             probe_timeout: Nanos::from_us(300),
             max_probe_timeout: Nanos::from_us(19_200),
+            jitter: 0.0,
+            seed: 0,
         }
     }
 

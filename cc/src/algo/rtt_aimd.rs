@@ -7,8 +7,21 @@
 //!   so the trend is extrapolated to its next chance to act;
 //! - target `base + offset + scale/sqrt(rate in Gb/s)`, the scaled term capped at its value at
 //!   the minimum rate and at `scale_cap_us` (so low-rate flows aim a little higher: fairness);
-//! - `rtt_p ≥ target`: `rate *= 1 − beta·(rtt_p − target)/(rtt_p − base)`, stage back to 0;
-//! - otherwise `stage = min(stage + 1, stage_max)`, `rate += min(rate·incr_cap, ai·stage)`;
+//! - `rtt_p ≥ target`: `rate *= 1 − cut`, stage back to 0, where CTCC's cut (`lin_span_us` = 0)
+//!   is `beta·(rtt_p − target)/(rtt_p − base)` and the linear law's (`lin_span_us` = s > 0) is
+//!   `beta·min(1, τ·(rtt_p − target)/s)` (beta per `s` of excess and per step time, at most
+//!   beta);
+//! - otherwise `stage = min(stage + 1, stage_max)`, `rate += min(rate·incr_cap, ai·stage)·f·τ·a`
+//!   with `f = 1` (CTCC) or `min(1, (target − rtt_p)/s)` (linear law: small steps near the
+//!   target, so the aggregate of thousands of flows settles instead of swinging ±3 % around it);
+//! - time scaling (`step_time_us` T > 0, off in CTCC): `τ = min(dt/T, 4)`, so every step is a
+//!   rate of change per unit time and the aggregate behaves the same whether a flow updates every
+//!   5 µs (few flows) or every 2.5 ms (7,000 flows); with T = 0, `τ = 1` (CTCC: per update);
+//! - empty-queue acceleration (`accel_us` A > 0, off in CTCC): `a = min(1 + t_idle/A, accel_max)`
+//!   where `t_idle` is the time since the first of an unbroken run of samples with
+//!   `rtt − base ≤ idle_us` (1 otherwise): one empty-queue sample is noise, a run of them after a
+//!   departure is spare capacity that no RTT can measure, so the increase grows with how long it
+//!   has lasted;
 //! - NACK (out of sequence): halve; probe lost after `waited`: treated as an RTT of `waited`;
 //! - `base` is never taken above `base_cap_us` (like Swift's configured base delay): a flow that
 //!   starts while a queue stands would otherwise take the queue for the path and aim higher;
@@ -48,9 +61,14 @@ const MATCH_GAIN: usize = 14;
 const SLOW_START: usize = 15;
 const SS_GAIN: usize = 16;
 const SS_MARGIN_US: usize = 17;
+const LIN_SPAN_US: usize = 18;
+const ACCEL_US: usize = 19;
+const ACCEL_MAX: usize = 20;
+const STEP_TIME_US: usize = 21;
+const IDLE_US: usize = 22;
 
 /// Published CTCC values (CC.md); Raidline's default overrides some of them in [`RttAimd::new`].
-static SPECS: [ParamSpec; 18] = [
+static SPECS: [ParamSpec; 23] = [
     ParamSpec {
         name: "offset_us",
         min: 0.0,
@@ -177,9 +195,44 @@ static SPECS: [ParamSpec; 18] = [
         default: 2.0,
         doc: "slow start ends at the first RTT more than this above base, us",
     },
+    ParamSpec {
+        name: "lin_span_us",
+        min: 0.0,
+        max: 10_000.0,
+        default: 0.0,
+        doc: "0: CTCC steps; > 0: linear law, the cut is beta times min(1, distance above target / span_us), the increase incr_cap times min(1, distance below target / span_us)",
+    },
+    ParamSpec {
+        name: "accel_us",
+        min: 0.0,
+        max: 1e6,
+        default: 0.0,
+        doc: "0: off; > 0: the increase is multiplied by 1 + (time since the first of an unbroken run of RTTs within idle_us of base)/accel_us",
+    },
+    ParamSpec {
+        name: "accel_max",
+        min: 1.0,
+        max: 1000.0,
+        default: 1.0,
+        doc: "largest increase multiplier from accel_us",
+    },
+    ParamSpec {
+        name: "step_time_us",
+        min: 0.0,
+        max: 1e6,
+        default: 0.0,
+        doc: "0: steps per update; > 0: steps scaled by (time since the previous update)/step_time_us, at most 4x",
+    },
+    ParamSpec {
+        name: "idle_us",
+        min: 0.0,
+        max: 1000.0,
+        default: 0.0,
+        doc: "an RTT at most this above base counts as an empty queue (for accel_us), us",
+    },
 ];
 
-/// Per-flow state (48 bytes).
+/// Per-flow state (64 bytes).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct State {
     rate: f64,
@@ -188,6 +241,7 @@ pub struct State {
     prev_rtt: u64,
     last_update: u64,
     last_probe_req: u64,
+    idle_since: u64,
     bytes_since_probe: u32,
     stage: u16,
     have_prev: bool,
@@ -210,10 +264,11 @@ impl RttAimd {
         }
     }
 
-    /// Raidline's default, named `rtt-aimd`: the same law with a third of CTCC's rate-scaled
-    /// target term, a probe per packet (and at least every 200 us while sending), small steps
-    /// both ways (3 %), rate matching on the RTT slope, and a 10 us cap on the base RTT (see
-    /// `cc/README.md` for the measured effect of each).
+    /// Raidline's default, named `rtt-aimd`: the same code with a low target (`base + 4 us +
+    /// 1 us/sqrt(Gb/s)`), the linear law (3 % per 15 us from target, per 2.4 ms), empty-queue
+    /// acceleration, rate matching on the RTT slope, a probe per packet (and at least every
+    /// 200 us while sending) and a 10 us cap on the base RTT (see `cc/README.md` for the
+    /// measured effect of each).
     pub fn new() -> RttAimd {
         let mut params = Params::new("rtt-aimd", &SPECS);
         for (name, v) in DEFAULT_OVERRIDES {
@@ -265,16 +320,49 @@ impl RttAimd {
             s.ss_done = true;
         }
         let target = self.target_ns(s);
+        let span = p.at(LIN_SPAN_US) * 1e3;
+        let step_time = p.at(STEP_TIME_US) * 1e3;
+        let tscale = if step_time > 0.0 {
+            (now.0.saturating_sub(s.last_update) as f64 / step_time).min(4.0)
+        } else {
+            1.0
+        };
         if rtt_p >= target && rtt_p > base {
-            let cut = (p.at(BETA) * (rtt_p - target) / (rtt_p - base)).min(1.0);
+            let cut = if span > 0.0 {
+                // beta per span of excess (per step_time), never more than beta
+                p.at(BETA) * (tscale * (rtt_p - target) / span).min(1.0)
+            } else {
+                (p.at(BETA) * tscale * (rtt_p - target) / (rtt_p - base)).min(1.0)
+            };
             s.rate *= 1.0 - cut;
             s.stage = 0;
+            s.idle_since = 0;
         } else {
+            if r - base > p.at(IDLE_US) * 1e3 {
+                s.idle_since = 0;
+            } else if s.idle_since == 0 {
+                s.idle_since = now.0;
+            }
             s.stage = (s.stage + 1).min(p.at(STAGE_MAX) as u16);
             if self.in_slow_start(s) {
                 s.rate *= 1.0 + p.at(SS_GAIN);
             } else {
-                let step = (s.rate * p.at(INCR_CAP)).min(p.at(AI_MBPS) * 1e6 * f64::from(s.stage));
+                // linear law: full step at `span` or more below target, less nearer to it
+                let frac = if span > 0.0 {
+                    ((target - rtt_p) / span).min(1.0)
+                } else {
+                    1.0
+                };
+                let accel = p.at(ACCEL_US) * 1e3;
+                let boost = if accel > 0.0 && s.idle_since != 0 {
+                    (1.0 + now.0.saturating_sub(s.idle_since) as f64 / accel).min(p.at(ACCEL_MAX))
+                } else {
+                    1.0
+                };
+                let step = (s.rate * p.at(INCR_CAP)).min(p.at(AI_MBPS) * 1e6 * f64::from(s.stage))
+                    * frac
+                    * boost
+                    * tscale;
                 s.rate += step;
             }
         }
@@ -309,11 +397,16 @@ impl Default for RttAimd {
 
 /// Raidline's default parameters, where they differ from CTCC's (see `cc/README.md`).
 pub const DEFAULT_OVERRIDES: &[(&str, f64)] = &[
-    ("offset_us", 6.0),
-    ("scale_us", 4.0),
+    ("offset_us", 4.0),
+    ("scale_us", 1.0),
     ("beta", 0.03),
     ("incr_cap", 0.03),
-    ("match_gain", 0.5),
+    ("lin_span_us", 15.0),
+    ("step_time_us", 2400.0),
+    ("idle_us", 5.0),
+    ("accel_us", 1500.0),
+    ("accel_max", 3.0),
+    ("match_gain", 0.6),
     ("base_cap_us", 10.0),
     ("probe_bytes", 4160.0),
     ("probe_interval_us", 200.0),
@@ -347,6 +440,7 @@ impl CongestionControl for RttAimd {
                     line: line_rate.bps(),
                     base: u64::MAX,
                     last_probe_req: now.0,
+                    last_update: now.0,
                     ..State::default()
                 };
                 s.rate = clamp_rate(
@@ -553,6 +647,94 @@ mod tests {
             close(s.rate, before * 1.25, 1e-9),
             "the CTCC step, not a doubling"
         );
+    }
+
+    /// The default law with rate matching and the gradient projection off, so each step is the
+    /// linear law alone.
+    fn linear() -> RttAimd {
+        let mut a = RttAimd::new();
+        a.params_mut().set("match_gain", 0.0).unwrap();
+        a.params_mut().set("gradient", 0.0).unwrap();
+        a
+    }
+
+    /// A flow at `mbps` with base 5 us whose previous update was at `t_us`.
+    fn flow_at(a: &RttAimd, mbps: f64, t_us: u64) -> State {
+        let mut s = at_rate(a, mbps / 1e3, 5.0);
+        s.last_update = Nanos::from_us(t_us).0;
+        s
+    }
+
+    #[test]
+    fn linear_law_steps_grow_with_the_distance_from_target_and_with_time() {
+        let a = linear();
+        let s0 = flow_at(&a, 14.0, 1000);
+        let target_us = a.target_ns(&s0) / 1e3;
+        // (RTTs are whole nanoseconds, hence 1e-6)
+        // 7.5 us below target (half the 15 us span), 2.4 ms after the previous update: half of
+        // the 3 % step
+        let mut s = s0;
+        a.on_event(&mut s, Nanos::from_us(3400), rtt(target_us - 7.5));
+        assert!(close(s.rate, 14e6 * (1.0 + 0.03 * 0.5), 1e-6), "{}", s.rate);
+        // the same sample 1.2 ms after the previous update: half again
+        let mut s = s0;
+        a.on_event(&mut s, Nanos::from_us(2200), rtt(target_us - 7.5));
+        assert!(
+            close(s.rate, 14e6 * (1.0 + 0.03 * 0.25), 1e-6),
+            "{}",
+            s.rate
+        );
+        // a long gap counts at most 4 times
+        let mut s = s0;
+        a.on_event(&mut s, Nanos::from_us(100_000), rtt(target_us - 7.5));
+        assert!(
+            close(s.rate, 14e6 * (1.0 + 0.03 * 0.5 * 4.0), 1e-5),
+            "{}",
+            s.rate
+        );
+        // 5 us above target: beta per 15 us of excess = 1 %
+        let mut s = s0;
+        a.on_event(&mut s, Nanos::from_us(3400), rtt(target_us + 5.0));
+        assert!(close(s.rate, 14e6 * (1.0 - 0.01), 1e-6), "{}", s.rate);
+        // ... or half that 1.2 ms after the previous update
+        let mut s = s0;
+        a.on_event(&mut s, Nanos::from_us(2200), rtt(target_us + 5.0));
+        assert!(close(s.rate, 14e6 * (1.0 - 0.005), 1e-6), "{}", s.rate);
+        // 100 us above target: capped at beta = 3 %, however long the silence
+        let mut s = s0;
+        a.on_event(&mut s, Nanos::from_us(3400), rtt(target_us + 100.0));
+        assert!(close(s.rate, 14e6 * (1.0 - 0.03), 1e-6), "{}", s.rate);
+        let mut s = s0;
+        a.on_event(&mut s, Nanos::from_us(50_000), rtt(target_us + 100.0));
+        assert!(close(s.rate, 14e6 * (1.0 - 0.03), 1e-6), "{}", s.rate);
+    }
+
+    #[test]
+    fn a_run_of_empty_queue_samples_accelerates_the_increase_and_a_queue_ends_it() {
+        let a = linear();
+        // the increase relative to the plain linear step at this sample
+        let boost = |s: &mut State, t_us: u64, rtt_us: f64| {
+            let before = s.rate;
+            let plain = 0.03 * ((a.target_ns(s) / 1e3 - rtt_us) / 15.0).min(1.0);
+            a.on_event(s, Nanos::from_us(t_us), rtt(rtt_us));
+            (s.rate / before - 1.0) / plain
+        };
+        let mut s = flow_at(&a, 14.0, 1000);
+        // RTT at base: the first empty sample starts the run and gets the plain step
+        assert!(close(boost(&mut s, 3400, 5.0), 1.0, 1e-9));
+        // 2.4 ms into the run: 1 + 2.4/1.5 = 2.6 times
+        assert!(close(boost(&mut s, 5800, 5.0), 2.6, 1e-9));
+        // 4.8 ms: capped at accel_max = 3
+        assert!(close(boost(&mut s, 8200, 5.0), 3.0, 1e-9));
+        // a sample 6 us above base (a queue, though below target) ends the run...
+        assert!(close(boost(&mut s, 10_600, 11.0), 1.0, 1e-9));
+        // ...so the next empty sample starts over
+        assert!(close(boost(&mut s, 13_000, 5.0), 1.0, 1e-9));
+        assert!(boost(&mut s, 15_400, 5.0) > 2.0);
+        // and a sample above target ends it too
+        let target_us = a.target_ns(&s) / 1e3;
+        a.on_event(&mut s, Nanos::from_us(17_800), rtt(target_us + 1.0));
+        assert!(close(boost(&mut s, 20_200, 5.0), 1.0, 1e-9));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `raidline-ccsim`: run congestion-control scenarios and write a markdown table and SVG plots.
 //!
-//! Usage: `raidline-ccsim SCENARIO.toml... [--out DIR] [--run LABEL]... [--no-plots] [--series US]`
+//! Usage: `raidline-ccsim SCENARIO.toml... [--out DIR] [--run LABEL]... [--no-plots] [--series US]
+//! [--seed N]` (`--seed` replaces every scenario's seed, to measure how results vary with it)
 //! Every run of every scenario is simulated (or only the labels given with `--run`); the table is
 //! printed and written to `DIR/<scenario>.md`, the plots to `DIR/<scenario>-<label>-{queue,rates}.svg`.
 //! This is the only place that reads files or the command line.
@@ -17,6 +18,7 @@ struct Args {
     only: Vec<String>,
     plots: bool,
     series_us: Option<f64>,
+    seed: Option<u64>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -26,6 +28,7 @@ fn parse_args() -> Result<Args, String> {
         only: Vec::new(),
         plots: true,
         series_us: None,
+        seed: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -36,6 +39,10 @@ fn parse_args() -> Result<Args, String> {
             "--series" => {
                 let v = it.next().ok_or("--series needs a period in us")?;
                 a.series_us = Some(v.parse().map_err(|_| format!("--series: bad period {v}"))?);
+            }
+            "--seed" => {
+                let v = it.next().ok_or("--seed needs a number")?;
+                a.seed = Some(v.parse().map_err(|_| format!("--seed: bad seed {v}"))?);
             }
             "-h" | "--help" => return Err(String::new()),
             s if s.starts_with('-') => return Err(format!("unknown option {s}")),
@@ -96,7 +103,7 @@ fn main() -> ExitCode {
             if !e.is_empty() {
                 eprintln!("raidline-ccsim: {e}");
             }
-            eprintln!("usage: raidline-ccsim SCENARIO.toml... [--out DIR] [--run LABEL]... [--no-plots] [--series US]");
+            eprintln!("usage: raidline-ccsim SCENARIO.toml... [--out DIR] [--run LABEL]... [--no-plots] [--series US] [--seed N]");
             return ExitCode::from(2);
         }
     };
@@ -109,13 +116,16 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        let sc = match Scenario::parse(&text) {
+        let mut sc = match Scenario::parse(&text) {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("raidline-ccsim: {}: {e}", path.display());
                 return ExitCode::FAILURE;
             }
         };
+        if let Some(seed) = args.seed {
+            sc.seed = seed;
+        }
         let mut results = Vec::new();
         for spec in &sc.runs {
             if !args.only.is_empty() && !args.only.contains(&spec.label()) {

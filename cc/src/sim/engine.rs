@@ -304,7 +304,7 @@ impl<A: CongestionControl> Sim<A> {
         }
     }
 
-    fn qp_config(n: &super::scenario::Network, line: Rate, payload: u32) -> QpConfig {
+    fn qp_config(n: &super::scenario::Network, line: Rate, payload: u32, seed: u64) -> QpConfig {
         let packet = u64::from(payload + n.header_bytes);
         QpConfig {
             line_rate: line,
@@ -312,6 +312,8 @@ impl<A: CongestionControl> Sim<A> {
             initial: packet,
             probe_timeout: Nanos::from_us_f64(n.probe_timeout_us),
             max_probe_timeout: Nanos::from_us_f64(n.probe_timeout_us * 64.0),
+            jitter: n.pace_jitter,
+            seed,
         }
     }
 
@@ -329,7 +331,7 @@ impl<A: CongestionControl> Sim<A> {
         Flow {
             host,
             group,
-            cc: QpController::start(algo, Nanos::ZERO, &Self::qp_config(n, line, payload)),
+            cc: QpController::start(algo, Nanos::ZERO, &Self::qp_config(n, line, payload, 0)),
             timer_gen: 0,
             sched_at: None,
             active: false,
@@ -453,7 +455,9 @@ impl<A: CongestionControl> Sim<A> {
         let f = &mut self.flows[flow as usize];
         f.active = true;
         f.last_progress = now;
-        let cfg = Self::qp_config(&self.sc.network, line, f.payload);
+        // each flow's dither differs, and so does each scenario seed's
+        let seed = (self.sc.seed << 32) ^ u64::from(flow);
+        let cfg = Self::qp_config(&self.sc.network, line, f.payload, seed);
         f.cc = QpController::start(&self.algo, now, &cfg);
         self.apply(
             flow,

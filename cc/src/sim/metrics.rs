@@ -62,6 +62,8 @@ pub struct RunResult {
     pub peak_queue: u64,
     /// Time-weighted p99 queue over the measurement window, bytes.
     pub p99_queue: u64,
+    /// Time-weighted mean queue over the measurement window, bytes (1 KB resolution).
+    pub mean_queue: u64,
     /// Packets dropped by the switch (data and probes).
     pub drops: u64,
     /// Sum over sender ports of the time spent paused.
@@ -230,6 +232,17 @@ impl Recorder {
                 break;
             }
         }
+        let weighted: f64 = self
+            .hist
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (i as f64 + 0.5) * BUCKET as f64 * *t as f64)
+            .sum();
+        let mean_queue = if total > 0 {
+            (weighted / total as f64) as u64
+        } else {
+            0
+        };
         let small_latency = (!self.latencies.is_empty()).then(|| {
             let mut l = self.latencies.clone();
             l.sort_by(f64::total_cmp);
@@ -254,6 +267,7 @@ impl Recorder {
             goodput_gbps,
             peak_queue: self.peak,
             p99_queue: p99,
+            mean_queue,
             drops: self.drops,
             pfc_pause,
             small_latency,
@@ -330,8 +344,8 @@ pub fn jain(xs: &[f64]) -> Option<f64> {
 /// The markdown table of several runs.
 pub fn markdown_table(results: &[RunResult]) -> String {
     let mut s = String::from(
-        "| scenario | run | goodput Gb/s | peak queue MB | p99 queue MB | drops | PFC pause ms | small-flow latency avg / p99 us | Jain (mean) | convergence ms |\n\
-         | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        "| scenario | run | goodput Gb/s | peak queue MB | p99 queue MB | mean queue MB | drops | PFC pause ms | small-flow latency avg / p99 us | Jain (mean) | convergence ms |\n\
+         | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
     for r in results {
         let lat = r
@@ -346,12 +360,13 @@ pub fn markdown_table(results: &[RunResult]) -> String {
             })
         };
         s.push_str(&format!(
-            "| {} | {} | {:.2} | {:.3} | {:.3} | {} | {:.2} | {} | {} | {} |\n",
+            "| {} | {} | {:.2} | {:.3} | {:.3} | {:.3} | {} | {:.2} | {} | {} | {} |\n",
             r.scenario,
             r.label,
             r.goodput_gbps,
             r.peak_queue as f64 / 1e6,
             r.p99_queue as f64 / 1e6,
+            r.mean_queue as f64 / 1e6,
             r.drops,
             r.pfc_pause.as_secs_f64() * 1e3,
             lat,

@@ -79,6 +79,8 @@ pub struct Network {
     /// Pacer bucket depth (default two packets: with one-packet buckets, many flows sharing a
     /// NIC phase-lock into bursts).
     pub burst_bytes: u32,
+    /// Pacer dither in `[0, 1]` (default [`crate::qp::DEFAULT_JITTER`]; see [`crate::pacer`]).
+    pub pace_jitter: f64,
 }
 
 impl Default for Network {
@@ -99,6 +101,7 @@ impl Default for Network {
             probe_timeout_us: 300.0,
             rto_us: 2000.0,
             burst_bytes: 8320,
+            pace_jitter: crate::qp::DEFAULT_JITTER,
         }
     }
 }
@@ -249,6 +252,10 @@ impl Scenario {
             "cnp_interval_us >= 0, probe_timeout_us and rto_us > 0",
         )?;
         check(n.burst_bytes >= 1, "burst_bytes must be >= 1")?;
+        check(
+            (0.0..=1.0).contains(&n.pace_jitter),
+            "pace_jitter must be in [0, 1]",
+        )?;
         check(
             !self.groups.is_empty() && !self.runs.is_empty(),
             "need at least one group and one run",

@@ -169,6 +169,8 @@ fn qp_config() -> QpConfig {
         initial: BURST_BYTES / 2,
         probe_timeout: PROBE_TIMEOUT,
         max_probe_timeout: Nanos::from_ms(100),
+        jitter: raidline_cc::qp::DEFAULT_JITTER,
+        seed: 0,
     }
 }
 
