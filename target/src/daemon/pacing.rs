@@ -162,7 +162,12 @@ macro_rules! on_ctl {
     };
 }
 
+/// Distinct dither seeds for the pacers of one process (every QP's dither and first-packet
+/// phase differ, so thousands of paced QPs do not fall into the same phase).
+static NEXT_SEED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0x9E37_79B9);
+
 fn qp_config() -> QpConfig {
+    let n = NEXT_SEED.fetch_add(0x9E37_79B9_7F4A_7C15, std::sync::atomic::Ordering::Relaxed);
     QpConfig {
         line_rate: Rate::from_gbps(LINE_RATE_GBPS),
         burst: BURST_BYTES,
@@ -170,7 +175,7 @@ fn qp_config() -> QpConfig {
         probe_timeout: PROBE_TIMEOUT,
         max_probe_timeout: Nanos::from_ms(100),
         jitter: raidline_cc::qp::DEFAULT_JITTER,
-        seed: 0,
+        seed: n,
     }
 }
 
