@@ -3,9 +3,12 @@
 //!
 //! Protocol: before a write touches a region, the region's in-flight count goes up and, if
 //! its bit was clear, the bit is set and the changed bitmap blocks are written and flushed to
-//! every present member — only then may the stripe writes start. Bits are cleared lazily by
-//! [`Bitmap::clear_idle`] (regions with nothing in flight), which the owner calls from time
-//! to time and at [`super::Array::stop`]. After an unclean stop, assembly ORs every member's
+//! every present member — only then may the stripe writes start. Bits are cleared lazily:
+//! [`Bitmap::clear_aged`], called periodically by the owner (the daemon: every 5 s, md's
+//! default `daemon_sleep`), clears a region's bit only after one whole period without any new
+//! write to it (md clears after two idle periods too), so a region under steady writes never
+//! pays a bitmap update per period; [`Bitmap::clear_idle`] clears every idle region at once
+//! (at [`super::Array::stop`]). After an unclean stop, assembly ORs every member's
 //! copy and resyncs only the regions whose bit is set.
 //!
 //! Clearing flushes each member before writing its copy of the cleared bits: a completed
@@ -27,6 +30,8 @@ const BLOCK: usize = 4096;
 struct State {
     bits: Vec<u8>,
     inflight: Vec<u32>,
+    /// Written since the last [`Bitmap::clear_aged`] pass.
+    touched: Vec<bool>,
 }
 
 /// The in-memory copy and the in-flight counts.
@@ -49,6 +54,7 @@ impl Bitmap {
             state: Mutex::new(State {
                 bits: b,
                 inflight: vec![0; regions as usize],
+                touched: vec![false; regions as usize],
             }),
         }
     }
@@ -76,6 +82,7 @@ impl Bitmap {
         let mut changed = Vec::new();
         for r in first / self.region_stripes..=last / self.region_stripes {
             st.inflight[r as usize] += 1;
+            st.touched[r as usize] = true;
             let (byte, bit) = ((r / 8) as usize, 1u8 << (r % 8));
             if st.bits[byte] & bit == 0 {
                 st.bits[byte] |= bit;
@@ -112,6 +119,29 @@ impl Bitmap {
         }
         changed.dedup();
         self.write_blocks(array, &st.bits, &changed, true)
+    }
+
+    /// One aging pass: clears (and persists) the bits of regions with nothing in flight that
+    /// were not written since the previous pass; regions written since then only lose their
+    /// "touched" mark. Returns how many bits were cleared.
+    pub fn clear_aged(&self, array: &Array) -> Result<usize, RaidError> {
+        let mut st = self.lock();
+        let mut changed = Vec::new();
+        let mut cleared = 0;
+        for r in 0..st.inflight.len() {
+            if std::mem::take(&mut st.touched[r]) || st.inflight[r] != 0 {
+                continue;
+            }
+            let (byte, bit) = (r / 8, 1u8 << (r % 8));
+            if st.bits[byte] & bit != 0 {
+                st.bits[byte] &= !bit;
+                changed.push(byte / BLOCK);
+                cleared += 1;
+            }
+        }
+        changed.dedup();
+        self.write_blocks(array, &st.bits, &changed, true)?;
+        Ok(cleared)
     }
 
     /// Clears the bits of regions `regions` (after they were resynced).

@@ -533,6 +533,41 @@ fn bitmap_bits_are_durable_before_writes_and_cleared_when_idle() {
 }
 
 #[test]
+fn bitmap_aging_clears_a_region_only_after_a_whole_idle_period() {
+    let r = rig(4, 4096, 4096);
+    let g = *r.array.geometry();
+    let write = |stripe: u64| {
+        let block = g.logical_block(StripeIdx(stripe), 0, 0);
+        r.array
+            .write(&mut SyncExecutor, block, &[7u8; 4096])
+            .unwrap();
+    };
+    write(1); // region 0
+    write(5); // region 2
+    assert_eq!(r.array.dirty_regions(), vec![0, 2]);
+    // First pass: both were written since the (imaginary) previous pass: kept.
+    assert_eq!(r.array.age_bitmap().unwrap(), 0);
+    assert_eq!(r.array.dirty_regions(), vec![0, 2]);
+    write(4); // region 2 again, between the passes
+    assert_eq!(
+        r.array.age_bitmap().unwrap(),
+        1,
+        "region 0 idle for a whole period"
+    );
+    assert_eq!(r.array.dirty_regions(), vec![2]);
+    assert!(
+        r.mems.iter().all(|m| m.snapshot()[4096] == 0b100),
+        "persisted"
+    );
+    assert_eq!(r.array.age_bitmap().unwrap(), 1);
+    assert!(r.array.dirty_regions().is_empty());
+    assert!(r.mems.iter().all(|m| m.snapshot()[4096] == 0));
+    // A region set again after being cleared is persisted again before the write.
+    write(1);
+    assert!(r.mems.iter().all(|m| m.snapshot()[4096] == 0b1));
+}
+
+#[test]
 fn rebuild_runs_online_while_threads_write_and_read() {
     let r = rig(4, 4096, 4096);
     let mut model = vec![0u8; r.array.geometry().capacity_bytes() as usize];
