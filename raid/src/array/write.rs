@@ -18,10 +18,15 @@
 //! writes. New data is written from the caller's buffer and XORed in place; only parity and
 //! old rows use scratch.
 //!
+//! Which degraded rounds are logged, and the flushes volatile write caches need around the
+//! log (slot reuse, epoch changes), are described in [`super::ppl`].
+//!
 //! Failures: a failed read marks the member failed and replans the round (the stripes stay
 //! locked). A failed write marks the member failed and the write still succeeds: parity was
-//! computed over the new data, so the lost member's rows are implied by it. A second loss
-//! stops the array with [`RaidError::ArrayFailed`].
+//! computed over the new data, so the lost member's rows are implied by it — after the
+//! members the round's other writes went to were flushed, so no superblock says the member
+//! is gone while those writes could still be lost from a cache. A second loss stops the
+//! array with [`RaidError::ArrayFailed`].
 
 use std::sync::atomic::Ordering;
 
