@@ -475,3 +475,68 @@ fn hot_replace_keeps_redundancy_and_the_next_start_finds_the_new_member() {
     assert!(back == shadow, "data differs after the restart");
     assert!(t2.shutdown().is_empty());
 }
+
+#[test]
+fn the_daemon_ages_the_write_intent_bitmap_so_a_crash_resyncs_only_recent_writes() {
+    let disks = mem_disks(4, (8 << 20) + (1 << 20));
+    let (members, _) = members_of(&disks, false);
+    let cfg = raidline_raid::ArrayConfig {
+        chunk: raidline_raid::ChunkSize::new(64 << 10).unwrap(),
+        assume_clean: true,
+        bitmap_region_stripes: Some(4),
+        ..raidline_raid::ArrayConfig::default()
+    };
+    let array = Arc::new(Array::create(members, vec![], &cfg, Arc::new(CpuXor::detect())).unwrap());
+    let region_bytes = array.bitmap_region_stripes()
+        * array.geometry().stripe_data_blocks()
+        * array.geometry().block_bytes() as u64;
+    let net = MemNetwork::new();
+    let mut spec = spec_for(
+        "10.0.2.1:4420".parse().unwrap(),
+        array.clone(),
+        HostAccess::Any,
+        Limits::default(),
+    );
+    spec.bitmap_aging = std::time::Duration::from_millis(100);
+    let target = Target::start(net.device("t-aging"), spec).unwrap();
+    let mut c = Controller::connect(net.device("host1"), target.local_addrs()[0], options(1))
+        .expect("connect");
+    let ns = c.namespace(Nsid(1)).unwrap();
+    let old = pattern(0xA6E, 8 * BS);
+    c.write(0, &ns, Lba(0), &old).unwrap();
+    assert!(!array.dirty_regions().is_empty());
+    // Idle for a few aging periods: the region's bit goes.
+    assert!(
+        eventually(std::time::Duration::from_secs(5), || array
+            .dirty_regions()
+            .is_empty()),
+        "bits still set after idling: {:?}",
+        array.dirty_regions()
+    );
+    // A write in another region, then a crash (no shutdown): only that region resyncs.
+    let lba = Lba(region_bytes * 2 / BS as u64);
+    let new = pattern(0xA6F, 8 * BS);
+    c.write(0, &ns, lba, &new).unwrap();
+    c.flush(0, Nsid(1)).unwrap();
+    let dirty = array.dirty_regions();
+    assert_eq!(dirty, vec![2], "one region written lately");
+    drop(c);
+    drop(target);
+    drop(array);
+    let asm = reassemble(&disks);
+    assert!(asm.resync_pending, "an unclean stop");
+    assert_eq!(
+        asm.array.dirty_regions(),
+        vec![2],
+        "only the recent region resyncs"
+    );
+    let a = Arc::new(asm.array);
+    let mut back = vec![0u8; old.len()];
+    a.read(
+        &mut raidline_raid::SyncExecutor,
+        raidline_raid::ArrayBlock(0),
+        &mut back,
+    )
+    .unwrap();
+    assert!(back == old);
+}

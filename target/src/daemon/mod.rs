@@ -70,6 +70,8 @@ pub struct ArrayEntry {
     pub scrub_requested: AtomicBool,
     /// Where its current members are remembered, if anywhere.
     pub state_file: Option<std::path::PathBuf>,
+    /// How often its write-intent bitmap is aged.
+    pub bitmap_aging: Duration,
 }
 
 impl ArrayEntry {
@@ -279,6 +281,8 @@ pub struct TargetSpec {
     pub cc: Option<CcSpec>,
     /// Where each array's current members are remembered (`crate::remember`); `None`: nowhere.
     pub state_dir: Option<std::path::PathBuf>,
+    /// How often the arrays' write-intent bitmaps are aged ([`BITMAP_AGING`] by default).
+    pub bitmap_aging: Duration,
 }
 
 impl TargetSpec {
@@ -297,6 +301,7 @@ impl TargetSpec {
             arrays: Vec::new(),
             cc: None,
             state_dir: None,
+            bitmap_aging: BITMAP_AGING,
         }
     }
 }
@@ -382,6 +387,7 @@ impl Target {
                         .state_dir
                         .as_deref()
                         .map(|d| crate::remember::file_for(d, &name)),
+                    bitmap_aging: spec.bitmap_aging,
                     name,
                     array,
                     rebuild_bytes_per_sec: rate,
@@ -544,6 +550,9 @@ impl Drop for Target {
     }
 }
 
+/// How often the write-intent bitmap is aged by default (md's default `daemon_sleep`).
+pub const BITMAP_AGING: Duration = Duration::from_secs(5);
+
 /// Per-array background work: resync after an unclean stop, rebuild onto a spare, scrub on
 /// request, each throttled, in small steps so a shutdown never waits long.
 fn maintain(a: &ArrayEntry, shared: &Shared) {
@@ -551,8 +560,20 @@ fn maintain(a: &ArrayEntry, shared: &Shared) {
     let mut throttle = Throttle::new(Some(a.rebuild_bytes_per_sec.max(1 << 20)));
     let mut scrubbing = false;
     let mut remembered = Vec::new();
+    let mut aged = Instant::now();
     while !shared.stopping.load(Ordering::Acquire) {
         a.remember(&mut remembered);
+        // md's bitmap daemon: every 5 s a region not written for a whole period loses its
+        // write-intent bit, so an unclean stop resyncs what was written lately, not everything
+        // written since the start.
+        if aged.elapsed() >= a.bitmap_aging {
+            aged = Instant::now();
+            match a.array.age_bitmap() {
+                Ok(0) => {}
+                Ok(n) => tracing::debug!("array {}: {n} idle bitmap region(s) cleared", a.name),
+                Err(e) => tracing::warn!("array {}: bitmap aging failed: {e}", a.name),
+            }
+        }
         let step = if a.array.resync_pending() {
             a.array.resync_step(&mut exec, 16).map(|p| p.is_some())
         } else if a.array.rebuild_progress().is_some_and(|p| !p.finished) {
