@@ -32,6 +32,14 @@
 //! - optional slow start (`slow_start` = 1, off by default): until the first RTT more than
 //!   `ss_margin_us` above base, probe every RTT and multiply the rate by `1 + ss_gain` per RTT.
 //!
+//! RTT source: probes (default), or with `ack_rtt` = 1 the data ACKs, as in the public ns-3
+//! CTCC code (`RdmaHw::HandleAckCTCC`): no probe is sent; the RTT of the data packet whose ACK
+//! completes each `probe_bytes` acknowledged (and the first ACK) drives one update. It needs
+//! ACKs that carry an RTT (NIC timestamps); an ACK without one changes nothing.
+//!
+//! With `probe_per_rtt` = 1 the next probe is also asked for as soon as an answer arrives (the
+//! NVIDIA DOCA PCC RTT template's cadence: `results->rtt_req = 1` on every RTT event).
+//!
 //! Probes are asked for every `probe_bytes` sent and, when `probe_interval_us` > 0, also when
 //! that long has passed since the last request (checked on each send). The rate always stays in
 //! `[min_rate, line_rate]`; the minimum defaults to 100 Gb/s / 2^14 so 7,000 flows fit in 100 G.
@@ -66,9 +74,11 @@ const ACCEL_US: usize = 19;
 const ACCEL_MAX: usize = 20;
 const STEP_TIME_US: usize = 21;
 const IDLE_US: usize = 22;
+const ACK_RTT: usize = 23;
+const PROBE_PER_RTT: usize = 24;
 
 /// Published CTCC values (CC.md); Raidline's default overrides some of them in [`RttAimd::new`].
-static SPECS: [ParamSpec; 23] = [
+static SPECS: [ParamSpec; 25] = [
     ParamSpec {
         name: "offset_us",
         min: 0.0,
@@ -230,6 +240,20 @@ static SPECS: [ParamSpec; 23] = [
         default: 0.0,
         doc: "an RTT at most this above base counts as an empty queue (for accel_us), us",
     },
+    ParamSpec {
+        name: "ack_rtt",
+        min: 0.0,
+        max: 1.0,
+        default: 0.0,
+        doc: "1: no probes; the RTT of the data packet whose ACK completes each probe_bytes acknowledged drives the update (the public ns-3 CTCC code); needs NIC-timestamped ACKs",
+    },
+    ParamSpec {
+        name: "probe_per_rtt",
+        min: 0.0,
+        max: 1.0,
+        default: 0.0,
+        doc: "1: ask for the next probe as soon as an answer arrives (the DOCA PCC RTT template's cadence: one probe always in flight, one update per RTT), besides every probe_bytes",
+    },
 ];
 
 /// Per-flow state (64 bytes).
@@ -374,6 +398,11 @@ impl RttAimd {
         }
     }
 
+    /// RTT from data ACKs instead of probes (`ack_rtt` = 1).
+    fn ack_mode(&self) -> bool {
+        self.params.at(ACK_RTT) > 0.5
+    }
+
     /// Slow start: on, and no RTT so far was more than `ss_margin_us` above base.
     fn in_slow_start(&self, s: &State) -> bool {
         self.params.at(SLOW_START) > 0.5 && !s.ss_done
@@ -428,6 +457,10 @@ impl CongestionControl for RttAimd {
         &mut self.params
     }
 
+    fn wants_acks(&self) -> bool {
+        self.ack_mode()
+    }
+
     fn current_rate(&self, s: &State) -> Rate {
         Rate::from_bps_f64(s.rate)
     }
@@ -448,9 +481,11 @@ impl CongestionControl for RttAimd {
                     p.at(MIN_RATE_MBPS) * 1e6,
                     s.line,
                 );
-                // A first probe right away gives the flow its base RTT.
-                return self.decision(s, true);
+                // A first probe right away gives the flow its base RTT (in ACK mode the
+                // first ACK does).
+                return self.decision(s, !self.ack_mode());
             }
+            Event::Sent { .. } if self.ack_mode() => {}
             Event::Sent { bytes } => {
                 s.bytes_since_probe = s
                     .bytes_since_probe
@@ -467,8 +502,9 @@ impl CongestionControl for RttAimd {
             Event::Rtt { rtt, remote } => {
                 let net = rtt - remote.map_or(Nanos::ZERO, |r| r.turnaround());
                 self.update(s, now, net.0.max(1), true);
-                if self.in_slow_start(s) {
-                    // still on an idle path: keep one probe in flight so the rate grows every RTT
+                if self.in_slow_start(s) || p.at(PROBE_PER_RTT) > 0.5 {
+                    // slow start (still on an idle path) or per-RTT cadence: keep one probe in
+                    // flight so the rate is updated every RTT
                     s.last_probe_req = now.0;
                     s.bytes_since_probe = 0;
                     return self.decision(s, true);
@@ -482,6 +518,19 @@ impl CongestionControl for RttAimd {
             Event::Nack(NackKind::OutOfSequence) => {
                 s.rate = clamp_rate(s.rate / 2.0, p.at(MIN_RATE_MBPS) * 1e6, s.line);
                 s.stage = 0;
+            }
+            Event::Ack {
+                bytes,
+                rtt: Some(rtt),
+            } if self.ack_mode() => {
+                s.bytes_since_probe = s
+                    .bytes_since_probe
+                    .saturating_add(bytes.min(u64::from(u32::MAX)) as u32);
+                // The first ACK gives the base RTT (CTCC measures on the first packet too).
+                if !s.have_prev || f64::from(s.bytes_since_probe) >= p.at(PROBE_BYTES) {
+                    s.bytes_since_probe = 0;
+                    self.update(s, now, rtt.0.max(1), true);
+                }
             }
             Event::Nack(_) | Event::Ack { .. } | Event::Cnp | Event::Timer => {}
         }
@@ -755,6 +804,87 @@ mod tests {
             a.on_event(&mut s, Nanos::from_us(10 * (i + 1)), rtt(10.0));
         }
         assert_eq!(s.rate, 100e9);
+    }
+
+    #[test]
+    fn ack_rtt_mode_updates_once_per_probe_bytes_acked_and_never_probes() {
+        let mut a = RttAimd::ctcc();
+        a.params_mut().set("ack_rtt", 1.0).unwrap();
+        a.params_mut().set("init_rate_mbps", 100_000.0).unwrap();
+        assert!(a.wants_acks());
+        let (mut s, d) = started(&a);
+        assert!(!d.probe, "no probe at start in ACK mode");
+        assert_eq!(d.rate, LINE, "the ns-3 code starts at line rate");
+        for i in 0..20 {
+            assert!(
+                !a.on_event(&mut s, Nanos(i), Event::Sent { bytes: 4160 })
+                    .probe
+            );
+        }
+        let ack = |us: f64| Event::Ack {
+            bytes: 4096,
+            rtt: Some(Nanos::from_us_f64(us)),
+        };
+        // first ACK: base RTT, below target -> +min(rate/4, 100 Mb/s)
+        let r0 = s.rate;
+        a.on_event(&mut s, Nanos::from_us(10), ack(5.0));
+        assert_eq!(s.base, 5_000);
+        assert!(close(s.rate, (r0 + 100e6).min(100e9), 1e-12));
+        // at 4,096 B per ACK, the next update waits for the third ACK (>= 9,000 B)
+        s.rate = 1e9;
+        a.on_event(&mut s, Nanos::from_us(20), ack(500.0));
+        a.on_event(&mut s, Nanos::from_us(30), ack(500.0));
+        assert_eq!(s.rate, 1e9, "8,192 B acknowledged: no update yet");
+        a.on_event(&mut s, Nanos::from_us(40), ack(500.0));
+        assert!(
+            s.rate < 1e9,
+            "12,288 B: one update, far above target: a cut"
+        );
+        // an ACK without a timestamp (host-clock completions) changes nothing
+        let r = s.rate;
+        for i in 0..10 {
+            a.on_event(
+                &mut s,
+                Nanos::from_us(50 + i),
+                Event::Ack {
+                    bytes: 4096,
+                    rtt: None,
+                },
+            );
+        }
+        assert_eq!(s.rate, r);
+        // probe mode (the default) ignores ACKs
+        let b = RttAimd::ctcc();
+        assert!(!b.wants_acks());
+        let (mut t, _) = started(&b);
+        let r = t.rate;
+        b.on_event(&mut t, Nanos::from_us(10), ack(500.0));
+        assert_eq!(t.rate, r);
+    }
+
+    #[test]
+    fn probe_per_rtt_asks_for_the_next_probe_on_every_answer() {
+        let mut a = RttAimd::ctcc();
+        let (mut s, _) = started(&a);
+        assert!(!a.on_event(&mut s, Nanos::from_us(10), rtt(10.0)).probe);
+        a.params_mut().set("probe_per_rtt", 1.0).unwrap();
+        for i in 0..5 {
+            let d = a.on_event(&mut s, Nanos::from_us(20 + 10 * i), rtt(10.0));
+            assert!(
+                d.probe,
+                "one probe always in flight (DOCA template cadence)"
+            );
+        }
+        // the byte cadence still holds in between
+        let mut probes = 0;
+        for i in 0..9 {
+            if a.on_event(&mut s, Nanos::from_us(100 + i), Event::Sent { bytes: 1000 })
+                .probe
+            {
+                probes += 1;
+            }
+        }
+        assert_eq!(probes, 1);
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //!   on enqueue, drop when the shared buffer is full, PFC by dynamic threshold per ingress port)
 //!   → link → receiver NIC. Serialisation is tracked in picoseconds so rates are exact.
 //! - Reverse path (ACK per packet, NACK, CNP, probe answer, PFC frames): a fixed delay of two
-//!   link delays plus two 64-byte serialisations; it never queues (the incast's reverse
+//!   link delays plus two 64-byte serialisations, plus a uniform `[0, reverse_jitter_us)` per
+//!   answer when set (RTT measurement noise; default 0); it never queues (the incast's reverse
 //!   direction carries about 1.5 % of the load).
 //! - Reliability: go-back-N. The receiver keeps only in-order data and NACKs the first gap once;
 //!   the sender rewinds on a NACK or after `rto_us` without progress; both are reported to the
@@ -792,7 +793,12 @@ impl<A: CongestionControl> Sim<A> {
 
     fn at_receiver(&mut self, p: Packet) {
         let now = self.now;
-        let back = now + self.reverse;
+        let jitter_us = self.sc.network.reverse_jitter_us;
+        let back = if jitter_us > 0.0 {
+            now + self.reverse + Nanos::from_us_f64(jitter_us * self.rng.unit())
+        } else {
+            now + self.reverse
+        };
         let cnp_gap = Nanos::from_us_f64(self.sc.network.cnp_interval_us);
         let f = &mut self.flows[p.flow as usize];
         match p.kind {

@@ -81,6 +81,10 @@ pub struct Network {
     pub burst_bytes: u32,
     /// Pacer dither in `[0, 1]` (default [`crate::qp::DEFAULT_JITTER`]; see [`crate::pacer`]).
     pub pace_jitter: f64,
+    /// Extra delay, uniform in `[0, reverse_jitter_us)`, on every answer from the receiver (ACK,
+    /// NACK, CNP, probe answer): RTT measurement noise such as NIC or host processing jitter.
+    /// Default 0 (off; no random numbers are drawn, so other runs are unchanged).
+    pub reverse_jitter_us: f64,
 }
 
 impl Default for Network {
@@ -102,6 +106,7 @@ impl Default for Network {
             rto_us: 2000.0,
             burst_bytes: 8320,
             pace_jitter: crate::qp::DEFAULT_JITTER,
+            reverse_jitter_us: 0.0,
         }
     }
 }
@@ -255,6 +260,10 @@ impl Scenario {
         check(
             (0.0..=1.0).contains(&n.pace_jitter),
             "pace_jitter must be in [0, 1]",
+        )?;
+        check(
+            (0.0..=1000.0).contains(&n.reverse_jitter_us),
+            "reverse_jitter_us must be in [0, 1000]",
         )?;
         check(
             !self.groups.is_empty() && !self.runs.is_empty(),
