@@ -185,7 +185,7 @@ impl Snapshot {
                 degraded_members: a
                     .members
                     .iter()
-                    .filter(|m| m.state != "active")
+                    .filter(|m| !m.state.starts_with("active"))
                     .count()
                     .try_into()
                     .unwrap_or(u32::MAX),

@@ -390,7 +390,11 @@ impl Management for Api {
                         .collect(),
                     spares: arr.spare_names(),
                     rebuild: rebuild.map(|p| progress(&p, stripe)),
-                    scrub: None,
+                    scrub: a
+                        .scrub
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .map(|p| progress(&p, stripe)),
                     parity_engine: arr.parity_engine().name().into(),
                     write_hole_protection: arr.write_hole_protected(),
                 }

@@ -388,3 +388,46 @@ fn read_errors_on_one_member_are_invisible_to_the_host() {
     verify_all(&mut c, &shadow, "after a partial-stripe write");
     c.shutdown().unwrap();
 }
+
+#[test]
+fn a_requested_scrub_shows_its_progress_in_status_and_metrics() {
+    use raidline_target::mgmt::Management;
+    use raidline_target::service::Api;
+    let disks = mem_disks(4, (8 << 20) + (1 << 20));
+    let (members, _) = members_of(&disks, false);
+    let array = create_array(members);
+    let net = raidline_fabric::mem::MemNetwork::new();
+    let mut spec = spec_for(
+        ADDR.parse().unwrap(),
+        array.clone(),
+        raidline_target::subsystem::HostAccess::Any,
+        raidline_target::subsystem::Limits::default(),
+    );
+    // 1 MiB/s (the floor): a scrub of this array takes long enough to be seen running.
+    spec.arrays[0].2 = 1 << 20;
+    let target = raidline_target::daemon::Target::start(net.device("t-scrub"), spec).unwrap();
+    let api = Api::new(target.shared().clone());
+    assert_eq!(api.status().arrays[0].scrub, None);
+    assert!(api.array_scrub("nosuch").is_err());
+    api.array_scrub("array0").unwrap();
+    let mut seen = None;
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            seen = api.status().arrays[0].scrub;
+            seen.is_some_and(|p| p.done_bytes > 0)
+        }),
+        "no scrub progress in the status report"
+    );
+    let p = seen.unwrap();
+    assert!(p.done_bytes < p.total_bytes, "{p:?}");
+    assert_eq!(p.total_bytes, array.geometry().capacity_bytes(), "{p:?}");
+    let text = raidline_target::mgmt::render_status(&api.status());
+    assert!(text.contains("scrub:"), "{text}");
+    assert!(
+        api.metrics()
+            .contains("raidline_array_scrub_progress_ratio{array=\"array0\"}"),
+        "metrics"
+    );
+    drop(api);
+    assert!(target.shutdown().is_empty());
+}

@@ -68,6 +68,8 @@ pub struct ArrayEntry {
     pub rebuild_bytes_per_sec: u64,
     /// A scrub was asked for (management socket).
     pub scrub_requested: AtomicBool,
+    /// The running scrub's progress (`None` when none runs).
+    pub scrub: Mutex<Option<raidline_raid::SyncProgress>>,
     /// Where its current members are remembered, if anywhere.
     pub state_file: Option<std::path::PathBuf>,
     /// How often its write-intent bitmap is aged.
@@ -392,6 +394,7 @@ impl Target {
                     array,
                     rebuild_bytes_per_sec: rate,
                     scrub_requested: AtomicBool::new(false),
+                    scrub: Mutex::new(None),
                 })
             })
             .collect();
@@ -602,6 +605,7 @@ fn maintain(a: &ArrayEntry, shared: &Shared) {
             }
             scrubbing = true;
             a.array.scrub_step(&mut exec, 16, true).map(|p| {
+                *a.scrub.lock().unwrap_or_else(|e| e.into_inner()) = (!p.finished).then_some(p);
                 if p.finished {
                     scrubbing = false;
                     tracing::info!(
@@ -626,6 +630,7 @@ fn maintain(a: &ArrayEntry, shared: &Shared) {
             Err(e) => {
                 tracing::error!("array {}: background sync failed: {e}", a.name);
                 scrubbing = false;
+                *a.scrub.lock().unwrap_or_else(|e| e.into_inner()) = None;
                 std::thread::sleep(Duration::from_secs(1));
             }
         }
