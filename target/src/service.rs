@@ -351,15 +351,17 @@ impl Management for Api {
                 let states = arr.member_states();
                 let names = arr.member_names();
                 let rebuild = arr.rebuild_progress().filter(|p| !p.finished);
+                let resync = *a.resync.lock().unwrap_or_else(|e| e.into_inner());
                 let replacing = arr.replace_status();
                 let state = if arr.is_failed() {
                     "failed"
+                } else if arr.resync_pending() {
+                    // Runs first; a rebuild or replace copy continues after it.
+                    "resyncing"
                 } else if rebuild.is_some() && replacing.is_some() {
                     "replacing"
                 } else if rebuild.is_some() {
                     "rebuilding"
-                } else if arr.resync_pending() {
-                    "resyncing"
                 } else if !arr.degraded_roles().is_empty() {
                     "degraded"
                 } else {
@@ -389,7 +391,8 @@ impl Management for Api {
                         })
                         .collect(),
                     spares: arr.spare_names(),
-                    rebuild: rebuild.map(|p| progress(&p, stripe)),
+                    // A resync runs before a rebuild or replace continues: one progress line.
+                    rebuild: resync.or(rebuild).map(|p| progress(&p, stripe)),
                     scrub: a
                         .scrub
                         .lock()

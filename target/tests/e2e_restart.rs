@@ -159,6 +159,10 @@ impl Drop for TempDir {
 }
 
 fn config(dir: &Path, members: &[PathBuf], listen: &str) -> Config {
+    config_with(dir, members, listen, 100)
+}
+
+fn config_with(dir: &Path, members: &[PathBuf], listen: &str, rebuild_mb_s: u32) -> Config {
     let list: Vec<String> = members
         .iter()
         .map(|p| format!("\"{}\"", p.display()))
@@ -175,7 +179,7 @@ name = "array0"
 members = [{members}]
 chunk_kib = 64
 parity = "cpu"
-rebuild_mb_s = 100
+rebuild_mb_s = {rebuild_mb_s}
 assume_clean = true
 
 [[subsystem]]
@@ -398,7 +402,8 @@ fn hot_replace_keeps_redundancy_and_the_next_start_finds_the_new_member() {
         f.set_len(9 << 20).unwrap();
     }
     let net = MemNetwork::new();
-    let spec = build_spec(&config(&dir.0, &members, "10.0.1.1:4420")).expect("bring-up");
+    // 2 MB/s: the copy (8 MiB) runs for seconds, long enough to be seen running.
+    let spec = build_spec(&config_with(&dir.0, &members, "10.0.1.1:4420", 2)).expect("bring-up");
     let array = spec.arrays[0].1.clone();
     let t1 = Target::start(net.device("t1"), spec).unwrap();
     let api = Api::new(t1.shared().clone());
@@ -420,6 +425,15 @@ fn hot_replace_keeps_redundancy_and_the_next_start_finds_the_new_member() {
         st.arrays[0].members[1].state.contains("being replaced by"),
         "{:?}",
         st.arrays[0].members[1]
+    );
+    let metrics = api.metrics();
+    assert!(
+        metrics.contains("raidline_array_state{array=\"array0\",state=\"replacing\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("raidline_array_degraded_members{array=\"array0\"} 0"),
+        "a replace is not degraded: {metrics}"
     );
     // A host keeps writing while the copy runs; the array is never degraded.
     let mut c =

@@ -70,6 +70,8 @@ pub struct ArrayEntry {
     pub scrub_requested: AtomicBool,
     /// The running scrub's progress (`None` when none runs).
     pub scrub: Mutex<Option<raidline_raid::SyncProgress>>,
+    /// The running resync's progress (`None` when none runs).
+    pub resync: Mutex<Option<raidline_raid::SyncProgress>>,
     /// Where its current members are remembered, if anywhere.
     pub state_file: Option<std::path::PathBuf>,
     /// How often its write-intent bitmap is aged.
@@ -395,6 +397,7 @@ impl Target {
                     rebuild_bytes_per_sec: rate,
                     scrub_requested: AtomicBool::new(false),
                     scrub: Mutex::new(None),
+                    resync: Mutex::new(None),
                 })
             })
             .collect();
@@ -578,7 +581,13 @@ fn maintain(a: &ArrayEntry, shared: &Shared) {
             }
         }
         let step = if a.array.resync_pending() {
-            a.array.resync_step(&mut exec, 16).map(|p| p.is_some())
+            a.array.resync_step(&mut exec, 16).map(|p| {
+                *a.resync.lock().unwrap_or_else(|e| e.into_inner()) = p.filter(|p| !p.finished);
+                if p.is_some_and(|p| p.finished) {
+                    tracing::info!("array {}: resync finished", a.name);
+                }
+                p.is_some()
+            })
         } else if a.array.rebuild_progress().is_some_and(|p| !p.finished) {
             let replacing = a.array.replace_status();
             a.array.rebuild_step(&mut exec, 16).map(|p| {

@@ -30,7 +30,14 @@ pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
 pub const CLIENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The array states [`ArrayStatus::state`] takes.
-pub const ARRAY_STATES: [&str; 5] = ["clean", "degraded", "rebuilding", "resyncing", "failed"];
+pub const ARRAY_STATES: [&str; 6] = [
+    "clean",
+    "degraded",
+    "rebuilding",
+    "replacing",
+    "resyncing",
+    "failed",
+];
 
 /// Everything `raidline status` shows.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -66,7 +73,7 @@ pub struct ArrayStatus {
     pub members: Vec<MemberStatus>,
     /// Hot spares not yet in use.
     pub spares: Vec<String>,
-    /// Rebuild in progress, if any.
+    /// Rebuild, hot-replace copy or resync in progress, if any (`state` says which).
     pub rebuild: Option<Progress>,
     /// Scrub in progress, if any.
     pub scrub: Option<Progress>,

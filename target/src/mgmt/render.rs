@@ -56,10 +56,10 @@ fn array(out: &mut String, a: &ArrayStatus) {
         a.spares.join(", ")
     };
     let _ = writeln!(out, "    spares: {spares}");
-    let copy = if a.state == "replacing" {
-        "replace copy"
-    } else {
-        "rebuild"
+    let copy = match a.state.as_str() {
+        "replacing" => "replace copy",
+        "resyncing" => "resync",
+        _ => "rebuild",
     };
     for (what, p) in [(copy, &a.rebuild), ("scrub", &a.scrub)] {
         if let Some(p) = p {
