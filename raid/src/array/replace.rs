@@ -337,20 +337,8 @@ impl Array {
         let mut bufs: Vec<Scratch> = (0..which.len() * (n - 1))
             .map(|_| self.take_scratch())
             .collect();
-        let ok = {
-            let mut ops = Vec::with_capacity(bufs.len());
-            for (chunk, &k) in bufs.chunks_mut(n - 1).zip(which) {
-                let off = self.member_offset(self.geo.stripe_member_block(stripes[k]).0);
-                for (other, b) in (0..n).filter(|&o| o != role).zip(chunk.iter_mut()) {
-                    let m = view
-                        .member(other)
-                        .ok_or(RaidError::State("usable member missing"))?;
-                    ops.push(MemberOp::read(MemberIdx(other), m, off, &mut b[..cb]));
-                }
-            }
-            exec.execute(&mut ops);
-            !self.fail_from(&mut ops)?
-        };
+        let picked: Vec<StripeIdx> = which.iter().map(|&k| stripes[k]).collect();
+        let ok = self.read_others(exec, view, role, &picked, &mut bufs)?;
         if ok {
             let mut jobs: Vec<XorJob<'_>> = Vec::with_capacity(which.len());
             let mut rest: &mut [Scratch] = outs;

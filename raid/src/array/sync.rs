@@ -300,6 +300,33 @@ impl Array {
         Ok(Some(self.track(kind, pos, bytes, 0, 0)))
     }
 
+    /// Reads, for each of `stripes`, the chunks of every member but `role` into `bufs` (n − 1
+    /// consecutive buffers per stripe, in member order), as one batch. `Ok(false)` when a
+    /// member failed (marked failed; the caller replans).
+    pub(super) fn read_others<E: Executor + ?Sized>(
+        &self,
+        exec: &mut E,
+        view: &super::View,
+        role: usize,
+        stripes: &[StripeIdx],
+        bufs: &mut [super::Scratch],
+    ) -> Result<bool, RaidError> {
+        let n = self.geo.members();
+        let cb = self.geo.chunk_bytes();
+        let mut ops = Vec::with_capacity(bufs.len());
+        for (chunk, stripe) in bufs.chunks_mut(n - 1).zip(stripes) {
+            let off = self.member_offset(self.geo.stripe_member_block(*stripe).0);
+            for (other, b) in (0..n).filter(|&o| o != role).zip(chunk.iter_mut()) {
+                let m = view
+                    .member(other)
+                    .ok_or(RaidError::State("usable member missing"))?;
+                ops.push(MemberOp::read(MemberIdx(other), m, off, &mut b[..cb]));
+            }
+        }
+        exec.execute(&mut ops);
+        Ok(!self.fail_from(&mut ops)?)
+    }
+
     /// Rebuilds stripes `first..first+count` of `role`. `Ok(None)` when the rebuild stopped
     /// (its target failed); otherwise the bytes written.
     fn rebuild_round<E: Executor + ?Sized>(
@@ -332,20 +359,7 @@ impl Array {
                 .collect();
             let mut outs: Vec<super::Scratch> =
                 stripes.iter().map(|_| self.take_scratch()).collect();
-            let read_ok = {
-                let mut ops = Vec::with_capacity(bufs.len());
-                for (k, chunk) in bufs.chunks_mut(n - 1).enumerate() {
-                    let off = self.member_offset(self.geo.stripe_member_block(stripes[k]).0);
-                    for (other, b) in (0..n).filter(|&o| o != role).zip(chunk.iter_mut()) {
-                        let m = view
-                            .member(other)
-                            .ok_or(RaidError::State("usable member missing"))?;
-                        ops.push(MemberOp::read(MemberIdx(other), m, off, &mut b[..cb]));
-                    }
-                }
-                exec.execute(&mut ops);
-                !self.fail_from(&mut ops)?
-            };
+            let read_ok = self.read_others(exec, &view, role, &stripes, &mut bufs)?;
             if !read_ok {
                 self.give_scratch(bufs.into_iter().chain(outs));
                 continue;
