@@ -212,3 +212,28 @@ fn reverse_jitter_delays_every_answer_and_stays_deterministic() {
     assert!(Scenario::parse(&text(20.0)).is_ok());
     assert!(Scenario::parse(&text(2000.0)).is_err(), "at most 1 ms");
 }
+
+#[test]
+fn the_receiver_reports_its_port_utilisation_over_the_np_window() {
+    // 4 fixed flows x 10 Gb/s (paced on the wire, headers included) into 100 G: 40 % busy.
+    let runs = "[[runs]]\nalgorithm = \"fixed\"";
+    let util = |net: &str| {
+        let sc = scenario(net, runs, 4, 1);
+        let mut algo = FixedRate::new();
+        use raidline_cc::algo::CongestionControl;
+        algo.params_mut().set("rate_mbps", 10_000.0).unwrap();
+        let mut sim = Sim::new(&sc, false, algo, "fixed".into());
+        sim.run_until(Nanos::from_us(2500));
+        sim.np_util().map(|u| u.fraction())
+    };
+    // the small 1 KB message flow adds ~0.5 % on top of the 40 %
+    let u = util("np_window_us = 500.0").unwrap();
+    assert!((0.39..0.42).contains(&u), "{u}");
+    let u = util("").unwrap();
+    assert!((0.39..0.42).contains(&u), "default window: {u}");
+    assert_eq!(
+        util("np_window_us = 0.0"),
+        None,
+        "0: a responder that reports nothing"
+    );
+}

@@ -37,13 +37,40 @@ pub enum NackKind {
     DuplicateRead,
 }
 
-/// Timestamps taken by the remote NIC for one probe, on the remote clock.
+/// Timestamps taken by the remote NIC for one probe, on the remote clock, and what else the
+/// responder put in its answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RemoteStamps {
     /// When the probe arrived at the responder.
     pub received: Nanos,
     /// When the responder sent the answer.
     pub sent: Nanos,
+    /// The responder port's receive utilisation over its recent past, when the responder reports
+    /// it (a DOCA PCC notification point can put it in the answer's custom data, as NVIDIA's RTT
+    /// template does with its receive byte counter); `None` from a plain responder such as a
+    /// verbs RDMA WRITE's ACK.
+    pub rx_util: Option<RxUtil>,
+}
+
+/// A receive utilisation: bytes received over a window ÷ what the port's line rate could carry
+/// in it, in units of 1/65,536 (16-bit fixed point, the DOCA PCC convention), at most 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RxUtil(u32);
+
+impl RxUtil {
+    /// Full utilisation.
+    pub const FULL: RxUtil = RxUtil(1 << 16);
+
+    /// From a fraction (clamped to `[0, 1]`; NaN counts as 0).
+    pub fn from_fraction(f: f64) -> RxUtil {
+        let f = if f.is_nan() { 0.0 } else { f.clamp(0.0, 1.0) };
+        RxUtil((f * 65_536.0).round() as u32)
+    }
+
+    /// As a fraction in `[0, 1]`.
+    pub fn fraction(self) -> f64 {
+        f64::from(self.0) / 65_536.0
+    }
 }
 
 impl RemoteStamps {

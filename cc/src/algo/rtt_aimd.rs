@@ -22,6 +22,12 @@
 //!   `rtt − base ≤ idle_us` (1 otherwise): one empty-queue sample is noise, a run of them after a
 //!   departure is spare capacity that no RTT can measure, so the increase grows with how long it
 //!   has lasted;
+//! - responder utilisation (`np_util_th` U > 0, off in CTCC): when a probe answer carries the
+//!   responder port's receive utilisation (a DOCA PCC notification point can report it in the
+//!   answer's custom data; NVIDIA's RTT template sends its receive byte counter for the same test,
+//!   `DOCA_PCC_NP_RX_RATE`, threshold 0.9) and it is below U, an increase gets the full
+//!   `accel_max` boost at once: spare capacity is known, no need to wait for a run of empty-queue
+//!   samples. Answers without it (a verbs responder, the live daemon) leave the law as above;
 //! - NACK (out of sequence): halve; probe lost after `waited`: treated as an RTT of `waited`;
 //! - `base` is never taken above `base_cap_us` (like Swift's configured base delay): a flow that
 //!   starts while a queue stands would otherwise take the queue for the path and aim higher;
@@ -47,7 +53,7 @@
 //! Two parameter sets share this code: [`RttAimd::ctcc`] is the published CTCC law (CC.md), and
 //! [`RttAimd::new`] is Raidline's default, whose defaults are documented in `cc/README.md`.
 
-use super::{clamp_rate, CongestionControl, Decision, Event, NackKind};
+use super::{clamp_rate, CongestionControl, Decision, Event, NackKind, RxUtil};
 use crate::params::{ParamSpec, Params};
 use crate::units::{Nanos, Rate};
 
@@ -76,9 +82,10 @@ const STEP_TIME_US: usize = 21;
 const IDLE_US: usize = 22;
 const ACK_RTT: usize = 23;
 const PROBE_PER_RTT: usize = 24;
+const NP_UTIL_TH: usize = 25;
 
 /// Published CTCC values (CC.md); Raidline's default overrides some of them in [`RttAimd::new`].
-static SPECS: [ParamSpec; 25] = [
+static SPECS: [ParamSpec; 26] = [
     ParamSpec {
         name: "offset_us",
         min: 0.0,
@@ -254,6 +261,13 @@ static SPECS: [ParamSpec; 25] = [
         default: 0.0,
         doc: "1: ask for the next probe as soon as an answer arrives (the DOCA PCC RTT template's cadence: one probe always in flight, one update per RTT), besides every probe_bytes",
     },
+    ParamSpec {
+        name: "np_util_th",
+        min: 0.0,
+        max: 1.0,
+        default: 0.0,
+        doc: "0: off; > 0: an answer whose responder reports a receive utilisation below this (the DOCA PCC RTT template's NP RX rate test, 0.9 there) gives an increase the full accel_max boost at once",
+    },
 ];
 
 /// Per-flow state (64 bytes).
@@ -289,10 +303,10 @@ impl RttAimd {
     }
 
     /// Raidline's default, named `rtt-aimd`: the same code with a low target (`base + 4 us +
-    /// 1 us/sqrt(Gb/s)`), the linear law (3 % per 15 us from target, per 2.4 ms), empty-queue
-    /// acceleration, rate matching on the RTT slope, a probe per packet (and at least every
-    /// 200 us while sending) and a 10 us cap on the base RTT (see `cc/README.md` for the
-    /// measured effect of each).
+    /// 1 us/sqrt(Gb/s)`), the linear law (3 % per 17 us from target, per 2.4 ms), empty-queue
+    /// acceleration (at once when the responder reports a receive utilisation below 0.95), rate
+    /// matching on the RTT slope, a probe per packet (and at least every 200 us while sending)
+    /// and a 10 us cap on the base RTT (see `cc/README.md` for the measured effect of each).
     pub fn new() -> RttAimd {
         let mut params = Params::new("rtt-aimd", &SPECS);
         for (name, v) in DEFAULT_OVERRIDES {
@@ -316,7 +330,7 @@ impl RttAimd {
     }
 
     /// One control update from an RTT (already net of remote turnaround).
-    fn update(&self, s: &mut State, now: Nanos, rtt: u64, project: bool) {
+    fn update(&self, s: &mut State, now: Nanos, rtt: u64, project: bool, rx_util: Option<RxUtil>) {
         let p = &self.params;
         s.base = s
             .base
@@ -378,7 +392,12 @@ impl RttAimd {
                     1.0
                 };
                 let accel = p.at(ACCEL_US) * 1e3;
-                let boost = if accel > 0.0 && s.idle_since != 0 {
+                // the responder says its port has spare capacity: a departure (or an idle path)
+                // that the RTT cannot measure, so no need to wait for a run of empty samples
+                let np_low = rx_util.is_some_and(|u| u.fraction() < p.at(NP_UTIL_TH));
+                let boost = if np_low {
+                    p.at(ACCEL_MAX)
+                } else if accel > 0.0 && s.idle_since != 0 {
                     (1.0 + now.0.saturating_sub(s.idle_since) as f64 / accel).min(p.at(ACCEL_MAX))
                 } else {
                     1.0
@@ -430,7 +449,7 @@ pub const DEFAULT_OVERRIDES: &[(&str, f64)] = &[
     ("scale_us", 1.0),
     ("beta", 0.03),
     ("incr_cap", 0.03),
-    ("lin_span_us", 15.0),
+    ("lin_span_us", 17.0),
     ("step_time_us", 2400.0),
     ("idle_us", 5.0),
     ("accel_us", 1500.0),
@@ -440,6 +459,7 @@ pub const DEFAULT_OVERRIDES: &[(&str, f64)] = &[
     ("probe_bytes", 4160.0),
     ("probe_interval_us", 200.0),
     ("init_rate_mbps", 100_000.0 / 8192.0),
+    ("np_util_th", 0.95),
 ];
 
 impl CongestionControl for RttAimd {
@@ -501,7 +521,7 @@ impl CongestionControl for RttAimd {
             }
             Event::Rtt { rtt, remote } => {
                 let net = rtt - remote.map_or(Nanos::ZERO, |r| r.turnaround());
-                self.update(s, now, net.0.max(1), true);
+                self.update(s, now, net.0.max(1), true, remote.and_then(|r| r.rx_util));
                 if self.in_slow_start(s) || p.at(PROBE_PER_RTT) > 0.5 {
                     // slow start (still on an idle path) or per-RTT cadence: keep one probe in
                     // flight so the rate is updated every RTT
@@ -512,7 +532,7 @@ impl CongestionControl for RttAimd {
             }
             Event::ProbeLost { waited } => {
                 if s.base != u64::MAX {
-                    self.update(s, now, waited.0.max(s.base), false);
+                    self.update(s, now, waited.0.max(s.base), false, None);
                 }
             }
             Event::Nack(NackKind::OutOfSequence) => {
@@ -529,7 +549,7 @@ impl CongestionControl for RttAimd {
                 // The first ACK gives the base RTT (CTCC measures on the first packet too).
                 if !s.have_prev || f64::from(s.bytes_since_probe) >= p.at(PROBE_BYTES) {
                     s.bytes_since_probe = 0;
-                    self.update(s, now, rtt.0.max(1), true);
+                    self.update(s, now, rtt.0.max(1), true, None);
                 }
             }
             Event::Nack(_) | Event::Ack { .. } | Event::Cnp | Event::Timer => {}
@@ -699,11 +719,12 @@ mod tests {
     }
 
     /// The default law with rate matching and the gradient projection off, so each step is the
-    /// linear law alone.
+    /// linear law alone, with a 15 us span (round numbers below).
     fn linear() -> RttAimd {
         let mut a = RttAimd::new();
         a.params_mut().set("match_gain", 0.0).unwrap();
         a.params_mut().set("gradient", 0.0).unwrap();
+        a.params_mut().set("lin_span_us", 15.0).unwrap();
         a
     }
 
@@ -784,6 +805,54 @@ mod tests {
         let target_us = a.target_ns(&s) / 1e3;
         a.on_event(&mut s, Nanos::from_us(17_800), rtt(target_us + 1.0));
         assert!(close(boost(&mut s, 20_200, 5.0), 1.0, 1e-9));
+    }
+
+    #[test]
+    fn a_responder_reporting_spare_capacity_gives_the_full_boost_at_once() {
+        let a = linear();
+        assert!(close(a.params().get("np_util_th").unwrap(), 0.95, 0.0));
+        let answer = |rtt_us: f64, u: Option<f64>| Event::Rtt {
+            rtt: Nanos::from_us_f64(rtt_us),
+            remote: Some(super::super::RemoteStamps {
+                received: Nanos(0),
+                sent: Nanos(0),
+                rx_util: u.map(RxUtil::from_fraction),
+            }),
+        };
+        // the increase at a first below-target sample, relative to the plain linear step
+        let boost = |rtt_us: f64, u: Option<f64>| {
+            let mut s = flow_at(&a, 14.0, 1000);
+            let plain = 0.03 * ((a.target_ns(&s) / 1e3 - rtt_us) / 15.0).min(1.0);
+            a.on_event(&mut s, Nanos::from_us(3400), answer(rtt_us, u));
+            (s.rate / 14e6 - 1.0) / plain
+        };
+        // 86 % utilised (a departure): accel_max = 3 on the very first sample, queue or not
+        assert!(close(boost(5.0, Some(0.86)), 3.0, 1e-9));
+        assert!(close(boost(8.0, Some(0.86)), 3.0, 1e-9));
+        // at or above the threshold, or no report (a verbs responder): the plain step
+        assert!(close(boost(5.0, Some(0.96)), 1.0, 1e-9));
+        assert!(close(boost(5.0, None), 1.0, 1e-9));
+        // it never turns a cut into an increase: above target the report is ignored
+        let mut s = flow_at(&a, 14.0, 1000);
+        let target_us = a.target_ns(&s) / 1e3;
+        a.on_event(
+            &mut s,
+            Nanos::from_us(3400),
+            answer(target_us + 5.0, Some(0.5)),
+        );
+        assert!(s.rate < 14e6);
+        // off in CTCC
+        let c = RttAimd::ctcc();
+        assert!(close(c.params().get("np_util_th").unwrap(), 0.0, 0.0));
+    }
+
+    #[test]
+    fn rx_util_is_16_bit_fixed_point_clamped_to_one() {
+        assert_eq!(RxUtil::from_fraction(0.5), RxUtil(32_768));
+        assert_eq!(RxUtil::from_fraction(1.7), RxUtil::FULL);
+        assert_eq!(RxUtil::from_fraction(-1.0), RxUtil(0));
+        assert_eq!(RxUtil::from_fraction(f64::NAN), RxUtil(0));
+        assert!(close(RxUtil::from_fraction(0.9).fraction(), 0.9, 1e-4));
     }
 
     #[test]
@@ -924,6 +993,7 @@ mod tests {
             remote: Some(super::super::RemoteStamps {
                 received: Nanos::from_us(5),
                 sent: Nanos::from_us(25),
+                rx_util: None,
             }),
         };
         let before = s.rate;

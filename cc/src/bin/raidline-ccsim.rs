@@ -75,7 +75,7 @@ fn write_outputs(dir: &Path, name: &str, results: &[RunResult], plots: bool) -> 
 fn print_series(r: &RunResult, period_us: f64) {
     let mut next = 0.0;
     eprintln!(
-        "# {} / {}: t_ms queue_KB goodput_Gbps jain rates_Mbps({:?})",
+        "# {} / {}: t_ms queue_KB goodput_Gbps jain offered_Gbps rates_Mbps({:?})",
         r.scenario, r.label, r.tracked
     );
     for s in &r.samples {
@@ -86,11 +86,12 @@ fn print_series(r: &RunResult, period_us: f64) {
         next = t + period_us;
         let rates: Vec<String> = s.rates_mbps.iter().map(|v| format!("{v:.2}")).collect();
         eprintln!(
-            "{:8.3} {:9.1} {:7.2} {:6.3} {}",
+            "{:8.3} {:9.1} {:7.2} {:6.3} {:7.2} {}",
             t / 1e3,
             s.queue as f64 / 1e3,
             s.goodput_gbps,
             s.jain.unwrap_or(f64::NAN),
+            s.offered_gbps,
             rates.join(" ")
         );
     }
@@ -135,7 +136,7 @@ fn main() -> ExitCode {
             match sim::run(&sc, spec) {
                 Ok(r) => {
                     eprintln!(
-                        "{} / {}: {:.1} s wall, {} events, goodput {:.2} Gb/s, peak queue {:.3} MB, drops {}, rto {}, nacks {}, conserved {}",
+                        "{} / {}: {:.1} s wall, {} events, goodput {:.2} Gb/s, peak queue {:.3} MB, drops {}, rto {}, nacks {}, conserved {}, jain {}, convergence {}",
                         sc.name,
                         r.label,
                         t0.elapsed().as_secs_f64(),
@@ -145,7 +146,10 @@ fn main() -> ExitCode {
                         r.drops,
                         r.counters.rto_fired,
                         r.counters.nacks,
-                        r.conserved
+                        r.conserved,
+                        r.jain.map_or("-".to_owned(), |j| format!("{j:.5}")),
+                        r.convergence
+                            .map_or("-".to_owned(), |c| format!("{:.2} ms", c.as_secs_f64() * 1e3))
                     );
                     if let Some(period) = args.series_us {
                         print_series(&r, period);

@@ -13,7 +13,9 @@
 //!   the sender rewinds on a NACK or after `rto_us` without progress; both are reported to the
 //!   algorithm as an out-of-sequence NACK.
 //! - Probes: `probe_bytes` on the wire, through the same queues as data; the receiver answers at
-//!   once with its receive/send timestamps; the flow's [`QpController`] keeps one in flight.
+//!   once with its receive/send timestamps and, unless `np_window_us` is 0, its port's receive
+//!   utilisation over the last `np_window_us` (what a DOCA PCC notification point can put in the
+//!   answer's custom data); the flow's [`QpController`] keeps one in flight.
 //!
 //! Invariant (checked by [`Sim::audit`]): every data packet created is, at any time, exactly one
 //! of delivered in order, discarded by the receiver (out of order or duplicate), dropped by the
@@ -26,7 +28,7 @@ use super::metrics::{Recorder, RunResult};
 use super::queue::EventQueue;
 use super::rng::SimRng;
 use super::scenario::{Scenario, Traffic};
-use crate::algo::{CongestionControl, Event, NackKind, RemoteStamps};
+use crate::algo::{CongestionControl, Event, NackKind, RemoteStamps, RxUtil};
 use crate::pacer::Readiness;
 use crate::probe::ProbeSeq;
 use crate::qp::{Changes, QpConfig, QpController};
@@ -168,6 +170,10 @@ pub struct Sim<A: CongestionControl> {
     reverse: Nanos,
     wire_data: u32,
     buffer: u64,
+    /// The receiver's arrivals inside the NP utilisation window (time, wire bytes), and their sum.
+    rx_log: VecDeque<(Nanos, u32)>,
+    rx_window_bytes: u64,
+    np_window: Nanos,
     counters: Counters,
     rec: Recorder,
     end: Nanos,
@@ -298,6 +304,9 @@ impl<A: CongestionControl> Sim<A> {
             reverse,
             wire_data: n.mtu + n.header_bytes,
             buffer: (n.buffer_mb * 1e6) as u64,
+            rx_log: VecDeque::new(),
+            rx_window_bytes: 0,
+            np_window: Nanos::from_us_f64(n.np_window_us),
             counters: Counters::default(),
             rec,
             end,
@@ -791,8 +800,35 @@ impl<A: CongestionControl> Sim<A> {
         }
     }
 
+    /// Record an arrival at the receiver's port and drop arrivals older than the NP window.
+    fn np_arrival(&mut self, now: Nanos, wire: u32) {
+        if self.np_window.0 == 0 {
+            return;
+        }
+        self.rx_log.push_back((now, wire));
+        self.rx_window_bytes += u64::from(wire);
+        while let Some(&(t, b)) = self.rx_log.front() {
+            if t + self.np_window > now {
+                break;
+            }
+            self.rx_log.pop_front();
+            self.rx_window_bytes -= u64::from(b);
+        }
+    }
+
+    /// The receive utilisation the receiver (the notification point) reports in a probe answer
+    /// sent now: wire bytes that reached it over the last `np_window_us` ÷ what its line could
+    /// carry in that time (None when `np_window_us` is 0).
+    pub fn np_util(&self) -> Option<RxUtil> {
+        (self.np_window.0 > 0).then(|| {
+            let busy_ps = self.rx_window_bytes as f64 * self.ps_per_byte;
+            RxUtil::from_fraction(busy_ps / (self.np_window.0 as f64 * 1000.0))
+        })
+    }
+
     fn at_receiver(&mut self, p: Packet) {
         let now = self.now;
+        self.np_arrival(now, p.wire);
         let jitter_us = self.sc.network.reverse_jitter_us;
         let back = if jitter_us > 0.0 {
             now + self.reverse + Nanos::from_us_f64(jitter_us * self.rng.unit())
@@ -807,6 +843,7 @@ impl<A: CongestionControl> Sim<A> {
                 let remote = RemoteStamps {
                     received: now,
                     sent: now,
+                    rx_util: self.np_util(),
                 };
                 self.q.push(
                     back,

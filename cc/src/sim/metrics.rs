@@ -41,6 +41,9 @@ pub struct Sample {
     pub goodput_gbps: f64,
     /// Jain index over active fairness flows (None: none active).
     pub jain: Option<f64>,
+    /// Sum of the rates the algorithm holds for the active fairness flows, Gb/s (what they
+    /// offer; the pacers' rates count data packets with their headers).
+    pub offered_gbps: f64,
     /// Rates of the tracked flows, Mb/s (NaN when inactive).
     pub rates_mbps: Vec<f64>,
 }
@@ -203,6 +206,7 @@ impl Recorder {
         self.last_sample = now;
         let active: Vec<f64> = self.fair.iter().filter_map(|&f| rate(f)).collect();
         let jain = jain(&active);
+        let offered_gbps = active.iter().sum::<f64>() / 1e9;
         let rates_mbps = self
             .tracked
             .iter()
@@ -213,6 +217,7 @@ impl Recorder {
             queue: self.queue,
             goodput_gbps: goodput,
             jain,
+            offered_gbps,
             rates_mbps,
         });
     }

@@ -85,6 +85,12 @@ pub struct Network {
     /// NACK, CNP, probe answer): RTT measurement noise such as NIC or host processing jitter.
     /// Default 0 (off; no random numbers are drawn, so other runs are unchanged).
     pub reverse_jitter_us: f64,
+    /// The receiver (the notification point) reports in every probe answer its port's receive
+    /// utilisation over the last `np_window_us` (all bytes on the wire that reached it ÷ what the
+    /// line could carry in that time), as a DOCA PCC NP program can in the answer's custom data.
+    /// Default 1,000 us; 0: answers carry no utilisation (a plain verbs responder, as in the live
+    /// daemon). Only algorithms that read it (`rtt-aimd` with `np_util_th` > 0) are affected.
+    pub np_window_us: f64,
 }
 
 impl Default for Network {
@@ -107,6 +113,7 @@ impl Default for Network {
             burst_bytes: 8320,
             pace_jitter: crate::qp::DEFAULT_JITTER,
             reverse_jitter_us: 0.0,
+            np_window_us: 1000.0,
         }
     }
 }
@@ -264,6 +271,10 @@ impl Scenario {
         check(
             (0.0..=1000.0).contains(&n.reverse_jitter_us),
             "reverse_jitter_us must be in [0, 1000]",
+        )?;
+        check(
+            (0.0..=1e6).contains(&n.np_window_us),
+            "np_window_us must be in [0, 1e6]",
         )?;
         check(
             !self.groups.is_empty() && !self.runs.is_empty(),
