@@ -134,6 +134,13 @@ pub trait CompletionQueue: Send + AsRawFd {
     fn arm(&mut self) -> Result<(), FabricError>;
     /// Consumes pending notifications without blocking; returns how many there were.
     fn ack_events(&mut self) -> Result<u32, FabricError>;
+    /// Whether completions that already arrived are held back from [`Self::poll`] without a
+    /// notification to come for them (a software CQ that releases them only to later polls,
+    /// such as the fault-injecting wrapper's delays). A caller that would sleep on the
+    /// descriptor polls again soon instead. Hardware and rxe CQs hold nothing: `false`.
+    fn holds_completions(&self) -> bool {
+        false
+    }
 }
 
 /// A shared receive queue.

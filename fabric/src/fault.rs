@@ -289,6 +289,9 @@ impl<C: CompletionQueue> CompletionQueue for FaultyCq<C> {
     fn ack_events(&mut self) -> Result<u32, FabricError> {
         self.inner.ack_events()
     }
+    fn holds_completions(&self) -> bool {
+        !self.held.is_empty() || self.inner.holds_completions()
+    }
 }
 
 /// A QP whose posts may fail or break it.

@@ -12,13 +12,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use raidline_fabric::slab::Endpoint;
-use raidline_fabric::sys_poll::wait_readable;
+use raidline_fabric::sys_poll::wait_ready;
 use raidline_fabric::{
     AcceptParams, CmEvent, ConnId, ConnectionManager, Fabric, IncomingRequest, QpCaps, QpInit,
 };
 use raidline_proto::aen::{AsyncEvent, SmartEvent};
 use raidline_proto::rdma_cm::CmReject;
 
+use super::backend::Waker;
 use super::poller::PollerMsg;
 use super::pool::RecvBuffers;
 use super::queue::{Queue, Wr};
@@ -28,8 +29,22 @@ use crate::queue::{QueueRole, QueueState};
 /// How a poller is reached.
 pub(crate) struct PollerLink<F: Fabric> {
     pub tx: Sender<PollerMsg<F>>,
+    /// Wakes the poller after a message.
+    pub wake: super::Notifier,
     pub cq: F::CqHandle,
 }
+
+impl<F: Fabric> PollerLink<F> {
+    /// Sends `msg` to the poller and wakes it.
+    fn send(&self, msg: PollerMsg<F>) {
+        let _ = self.tx.send(msg);
+        (self.wake)();
+    }
+}
+
+/// Longest sleep of the control thread: pollers' messages, stop requests and RDMA CM events
+/// wake it; this bounds how late a keep-alive timeout or an array's health change is seen.
+const CONTROL_WAIT: Duration = Duration::from_millis(100);
 
 struct ConnInfo {
     poller: usize,
@@ -44,6 +59,8 @@ pub(crate) struct Control<F: Fabric> {
     pub cm: F::Cm,
     pub shared: Arc<Shared>,
     pub rx: Receiver<ControlMsg>,
+    /// What [`Shared::tell_control`] and a stop request wake.
+    waker: Waker,
     pub pollers: Vec<PollerLink<F>>,
     conns: HashMap<ConnId, ConnInfo>,
     next_poller: usize,
@@ -57,7 +74,7 @@ impl<F: Fabric> Control<F> {
         pd: F::Pd,
         cm: F::Cm,
         shared: Arc<Shared>,
-        rx: Receiver<ControlMsg>,
+        (rx, waker): (Receiver<ControlMsg>, Waker),
         pollers: Vec<PollerLink<F>>,
     ) -> Self {
         let degraded = shared
@@ -66,6 +83,7 @@ impl<F: Fabric> Control<F> {
             .map(|a| a.array.degraded_roles().len())
             .collect();
         Control {
+            waker,
             fabric,
             pd,
             cm,
@@ -83,7 +101,19 @@ impl<F: Fabric> Control<F> {
     pub(crate) fn run(mut self) {
         let mut drained = false;
         loop {
-            let _ = wait_readable(&self.cm, Duration::from_millis(20));
+            // Sleep only after one more look at the inbox with the waker's flag up (see
+            // backend::Waker); CM events wake through their channel's descriptor.
+            self.waker.sleeping();
+            if let Ok(msg) = self.rx.try_recv() {
+                self.waker.awake();
+                self.on_msg(msg);
+            } else {
+                let ready = wait_ready(&[&self.cm, &self.waker], CONTROL_WAIT).unwrap_or(0b10);
+                self.waker.awake();
+                if ready & 0b10 != 0 {
+                    self.waker.drain();
+                }
+            }
             loop {
                 match self.cm.poll_event() {
                     Ok(Some(ev)) => self.on_event(ev),
@@ -105,7 +135,7 @@ impl<F: Fabric> Control<F> {
             if self.shared.stopping.load(Ordering::Acquire) && !drained {
                 drained = true;
                 for p in &self.pollers {
-                    let _ = p.tx.send(PollerMsg::Drain);
+                    p.send(PollerMsg::Drain);
                 }
             }
             if self.shared.exit.load(Ordering::Acquire) {
@@ -132,8 +162,7 @@ impl<F: Fabric> Control<F> {
                         let _ = self.cm.disconnect(conn);
                     }
                     if !c.closed {
-                        let _ = self.pollers[c.poller]
-                            .tx
+                        self.pollers[c.poller]
                             .send(PollerMsg::Close(conn, "host disconnected".into()));
                     }
                 }
@@ -152,9 +181,7 @@ impl<F: Fabric> Control<F> {
                 let all: Vec<(ConnId, usize)> =
                     self.conns.iter().map(|(k, v)| (*k, v.poller)).collect();
                 for (c, p) in all {
-                    let _ = self.pollers[p]
-                        .tx
-                        .send(PollerMsg::Close(c, "RDMA device removed".into()));
+                    self.pollers[p].send(PollerMsg::Close(c, "RDMA device removed".into()));
                 }
             }
             CmEvent::Rejected { .. } | CmEvent::ConnectFailed { .. } => {}
@@ -286,7 +313,7 @@ impl<F: Fabric> Control<F> {
                 released: false,
             },
         );
-        let _ = self.pollers[p].tx.send(PollerMsg::NewQueue(Box::new(q)));
+        self.pollers[p].send(PollerMsg::NewQueue(Box::new(q)));
     }
 
     fn on_msg(&mut self, msg: ControlMsg) {
@@ -333,8 +360,7 @@ impl<F: Fabric> Control<F> {
                     );
                     for (qid, conn, poller) in e.conns {
                         if qid != 0 && io.contains(&qid) {
-                            let _ = self.pollers[poller]
-                                .tx
+                            self.pollers[poller]
                                 .send(PollerMsg::Close(conn, "controller went away".into()));
                         }
                     }
@@ -396,9 +422,7 @@ impl<F: Fabric> Control<F> {
             }
         }
         for (conn, p) in expired {
-            let _ = self.pollers[p]
-                .tx
-                .send(PollerMsg::Close(conn, "keep-alive timeout".into()));
+            self.pollers[p].send(PollerMsg::Close(conn, "keep-alive timeout".into()));
             if let Some(c) = self.conns.get_mut(&conn) {
                 if !c.disconnected {
                     c.disconnected = true;
@@ -445,6 +469,8 @@ impl<F: Fabric> Control<F> {
                 }
                 c.post_event(AsyncEvent::smart(SmartEvent::RELIABILITY), &[]);
             }
+            drop(ctrls);
+            self.shared.wake_pollers();
         }
     }
 }

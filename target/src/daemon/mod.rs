@@ -173,9 +173,35 @@ pub struct Shared {
     /// What each poller publishes about its queues, by connection (removed when one closes).
     pub queue_stats: Mutex<HashMap<ConnId, Arc<QueueStats>>>,
     pub(crate) to_control: Sender<ControlMsg>,
+    /// Wakes the control thread (after a message or a stop request).
+    pub(crate) wake_control: Notifier,
+    /// Wake each poller (after an admin event was posted to a controller).
+    pub(crate) poller_wakers: Mutex<Vec<Notifier>>,
 }
 
+/// Wakes a thread sleeping on a [`backend::Waker`].
+pub(crate) type Notifier = Arc<dyn Fn() + Send + Sync>;
+
 impl Shared {
+    /// Sends `msg` to the control thread and wakes it.
+    pub(crate) fn tell_control(&self, msg: ControlMsg) {
+        let _ = self.to_control.send(msg);
+        (self.wake_control)();
+    }
+
+    /// Wakes every poller, so the admin events just posted reach parked Asynchronous Event
+    /// Requests now rather than at an idle poller's backstop timeout.
+    pub(crate) fn wake_pollers(&self) {
+        for w in self
+            .poller_wakers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            w();
+        }
+    }
+
     /// Activates or deactivates namespace `nsid` of subsystem `subnqn` at run time (the
     /// operator's `raidline ns enable|disable`, like nvmet's configfs `enable`). A deactivated
     /// namespace leaves the active list, reads as zeroes in Identify and answers I/O with
@@ -221,6 +247,7 @@ impl Shared {
             told += 1;
         }
         drop(ctrls);
+        self.wake_pollers();
         tracing::info!(
             "namespace {nsid} of {subnqn} {what} by the operator; {told} controller(s) sent a namespace-change notice"
         );
@@ -410,6 +437,7 @@ impl Target {
             })
             .collect();
         let (to_control, control_rx) = channel();
+        let control_waker = backend::Waker::new()?;
         let shared = Arc::new(Shared {
             registry: Mutex::new(Registry::new(spec.limits, subsystems)),
             controllers: Mutex::new(BTreeMap::new()),
@@ -425,6 +453,8 @@ impl Target {
             cc,
             queue_stats: Mutex::new(HashMap::new()),
             to_control,
+            wake_control: control_waker.notifier(),
+            poller_wakers: Mutex::new(Vec::new()),
         });
         for a in &shared.arrays {
             let scratch = a.array.scratch_arena().clone();
@@ -462,8 +492,14 @@ impl Target {
                 )?);
             }
             let (tx, rx) = channel();
+            shared
+                .poller_wakers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(waker.notifier());
             links.push(control::PollerLink {
                 tx,
+                wake: waker.notifier(),
                 cq: raidline_fabric::CompletionQueue::handle(&cq),
             });
             let io = poller::PollerIo {
@@ -480,7 +516,14 @@ impl Target {
                     .spawn(move || p.run())?,
             );
         }
-        let ctl = control::Control::new(fabric, pd, cm, shared.clone(), control_rx, links);
+        let ctl = control::Control::new(
+            fabric,
+            pd,
+            cm,
+            shared.clone(),
+            (control_rx, control_waker),
+            links,
+        );
         let control = std::thread::Builder::new()
             .name("control".into())
             .spawn(move || ctl.run())?;
@@ -537,10 +580,12 @@ impl Target {
 
     fn stop_threads(&mut self) {
         self.shared.stopping.store(true, Ordering::Release);
+        (self.shared.wake_control)();
         for p in self.pollers.drain(..) {
             let _ = p.join();
         }
         self.shared.exit.store(true, Ordering::Release);
+        (self.shared.wake_control)();
         if let Some(c) = self.control.take() {
             let _ = c.join();
         }

@@ -8,9 +8,10 @@
 //! the SEND completes. Nothing here blocks: storage runs on the namespace queues' workers.
 //!
 //! Idle behaviour ([`PollMode`]): busy spins; adaptive spins for a moment after the last work,
-//! then arms the CQ and sleeps on its fd (10 ms at most, to notice new queues and stop
-//! requests, and on the waker the storage workers signal), so an idle target uses ≈ 0 % CPU. It
-//! never sleeps past the time a paced transfer or probe is due (see `pace`).
+//! then arms the CQ and sleeps on its fd and on the waker that storage workers, the control
+//! thread (new queues, closes, stop) and admin events signal; 100 ms at most, as a backstop, so
+//! an idle target uses ≈ 0 % CPU. It never sleeps past the time a paced transfer or probe is due
+//! (see `pace`).
 //!
 //! Pacing (`pace`): on I/O queues every RDMA READ and every RDMA WRITE of read data passes the
 //! queue's token bucket first; what may not go yet waits on the queue and goes at its due time.
@@ -20,7 +21,7 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use raidline_fabric::sys_poll::wait_any;
+use raidline_fabric::sys_poll::wait_ready;
 use raidline_fabric::{
     Completion as Wc, CompletionQueue, ConnId, Fabric, Payload, RemoteBuf, SendOp, SendWr,
     WcStatus, WrId,
@@ -63,6 +64,13 @@ enum AfterBuf {
 }
 
 const BLOCK: u64 = 4096;
+/// Longest sleep of an idle poller. Everything that gives it work wakes it (CQ events, the
+/// waker for storage, control messages and admin events); the timeout is a backstop only, so
+/// an idle target wakes 10 times a second (each wake-up costs system calls).
+const IDLE_WAIT: Duration = Duration::from_millis(100);
+/// How soon an idle poller polls again while its CQ holds completions back
+/// ([`CompletionQueue::holds_completions`]).
+const HELD_POLL: Duration = Duration::from_micros(50);
 /// Host-to-controller admin data we accept (Set Features payloads are tiny).
 const MAX_ADMIN_IN: u32 = 8192;
 
@@ -137,13 +145,7 @@ impl<F: Fabric> Poller<F> {
             for wc in wcs.drain(..) {
                 self.on_wc(wc);
             }
-            for i in 0..self.nsq.len() {
-                done.clear();
-                work += self.nsq[i].poll(&mut done);
-                for c in done.drain(..) {
-                    self.on_storage(c);
-                }
-            }
+            work += self.poll_storage(&mut done);
             work += self.events();
             work += self.serve_buf_waiters();
             work += self.pace();
@@ -170,6 +172,12 @@ impl<F: Fabric> Poller<F> {
         // A paced transfer or probe due very soon: keep polling rather than sleep past it (the
         // CQ wait below counts whole milliseconds, so shorter waits nap in small steps).
         let due = self.until_due();
+        // Completions held back by the CQ itself come with no notification: poll again soon.
+        let due = if self.cq.holds_completions() {
+            Some(due.map_or(HELD_POLL, |d| d.min(HELD_POLL)))
+        } else {
+            due
+        };
         if let Some(d) = due.filter(|d| *d < Duration::from_millis(1)) {
             if d < Duration::from_micros(20) {
                 std::hint::spin_loop();
@@ -197,26 +205,51 @@ impl<F: Fabric> Poller<F> {
                     std::thread::sleep(Duration::from_millis(1));
                     return;
                 }
-                // A completion may have arrived between the last poll and the arm.
+                // From here notifiers write to the waker. A completion may have arrived between
+                // the last poll and the arm, storage may have finished or a message come before
+                // the flag went up: one more look at all three before sleeping.
+                self.waker.sleeping();
+                let mut work = 0;
                 let mut wcs = Vec::new();
                 if let Ok(n) = self.cq.poll(&mut wcs, 64) {
-                    if n > 0 {
-                        for wc in wcs {
-                            self.on_wc(wc);
-                        }
-                        return;
+                    work += n;
+                    for wc in wcs {
+                        self.on_wc(wc);
                     }
                 }
-                // Storage completions come through the waker; new queues and stop requests
-                // are noticed within the timeout, paced work at its due time.
-                let wait = due.map_or(Duration::from_millis(10), |d| {
-                    d.min(Duration::from_millis(10))
-                });
-                let _ = wait_any(&[&self.cq, &self.waker], wait);
-                let _ = self.cq.ack_events();
-                self.waker.drain();
+                work += self.intake();
+                work += self.poll_storage(&mut Vec::new());
+                if work > 0 {
+                    self.waker.awake();
+                    return;
+                }
+                // Storage completions and control messages come through the waker, admin
+                // events too (Shared::wake_pollers); paced work wakes at its due time.
+                let wait = due.map_or(IDLE_WAIT, |d| d.min(IDLE_WAIT));
+                let ready = wait_ready(&[&self.cq, &self.waker], wait).unwrap_or(0b11);
+                self.waker.awake();
+                // Only what became readable is read: each read is a system call.
+                if ready & 1 != 0 {
+                    let _ = self.cq.ack_events();
+                }
+                if ready & 2 != 0 {
+                    self.waker.drain();
+                }
             }
         }
+    }
+
+    /// Collects and handles storage completions of every namespace queue; returns how many.
+    fn poll_storage(&mut self, done: &mut Vec<Done>) -> usize {
+        let mut work = 0;
+        for i in 0..self.nsq.len() {
+            done.clear();
+            work += self.nsq[i].poll(done);
+            for c in done.drain(..) {
+                self.on_storage(c);
+            }
+        }
+        work
     }
 
     /// Takes control messages; returns how many.
@@ -275,7 +308,7 @@ impl<F: Fabric> Poller<F> {
         for k in gone {
             if let Some(q) = self.queues.remove(&k) {
                 self.detach_pacing(&q);
-                let _ = self.shared.to_control.send(ControlMsg::QueueClosed {
+                self.shared.tell_control(ControlMsg::QueueClosed {
                     conn: q.conn,
                     role: q.proto.role(),
                     reason: q.close_reason.clone().unwrap_or_default(),

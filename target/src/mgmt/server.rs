@@ -1,7 +1,8 @@
 //! The management socket's server ([`MgmtServer`]) and client ([`call`]).
 //!
-//! The server thread polls a non-blocking listener (a wake-up every [`POLL_INTERVAL`], so an
-//! idle daemon costs nothing measurable and `Drop` stops it within that time), serves one
+//! The server thread sleeps in `poll(2)` on a non-blocking listener (a client wakes it; a
+//! timeout every [`IDLE_WAIT`] to look at the stop flag, so an idle daemon costs nothing
+//! measurable and `Drop` stops it within that time), serves one
 //! connection at a time, and reads each request in short slices against a [`CLIENT_TIMEOUT`]
 //! deadline, so neither a silent client nor a shutdown waits on the other. The socket file is
 //! the server's: it is created 0660, removed on `Drop` — unless something else has replaced it
@@ -19,12 +20,18 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use raidline_fabric::sys_poll::wait_readable;
+
 use super::{
     dispatch, Management, MgmtError, Request, Response, CLIENT_TIMEOUT, MAX_REQUEST_BYTES,
 };
 
-/// How often the idle server thread looks for a connection or a stop request.
-const POLL_INTERVAL: Duration = Duration::from_millis(50);
+/// How long the idle server thread sleeps on the listening socket before it looks at the stop
+/// flag again (a connection wakes it at once).
+const IDLE_WAIT: Duration = Duration::from_millis(200);
+
+/// Back-off after an accept error other than "nothing pending" (EMFILE, ENOBUFS).
+const ERROR_BACKOFF: Duration = Duration::from_millis(50);
 
 /// Longest single blocking read while a request arrives, so a stop request is seen promptly.
 const READ_SLICE: Duration = Duration::from_millis(100);
@@ -151,9 +158,14 @@ fn serve(listener: &UnixListener, api: &dyn Management, stop: &AtomicBool, timeo
         match listener.accept() {
             Ok((stream, _)) => serve_one(stream, api, stop, timeout),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            // WouldBlock: nothing pending. Anything else (EMFILE, ENOBUFS) is transient for a
-            // listener; back off instead of spinning.
-            Err(_) => std::thread::sleep(POLL_INTERVAL),
+            // Nothing pending: sleep until a client connects (each accept attempt allocates
+            // and frees a socket in the kernel, so this is not a polling loop).
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let _ = wait_readable(listener, IDLE_WAIT);
+            }
+            // Anything else (EMFILE, ENOBUFS) is transient for a listener; back off instead of
+            // spinning.
+            Err(_) => std::thread::sleep(ERROR_BACKOFF),
         }
     }
 }
