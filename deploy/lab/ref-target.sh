@@ -46,11 +46,14 @@ case "$action" in
 
     # No udev: mdadm makes the device node itself. --assume-clean skips the initial resync,
     # which would take minutes under TCG (parity is brought up to date by the first writes).
+    # --bitmap=internal: raidline always keeps a write-intent bitmap (an unclean stop resyncs
+    # only dirty regions), so the reference keeps one too (mdadm's default for arrays of
+    # 100 GB and more); without it md would skip the bitmap writes raidline does.
     mkdir -p /dev/md
     mdadm --create "$md" --run --quiet --level=5 --raid-devices="${#drives[@]}" --chunk="$chunk" \
-      --assume-clean --metadata=1.2 --bitmap=none "${drives[@]}" ||
+      --assume-clean --metadata=1.2 --bitmap=internal "${drives[@]}" ||
       die "mdadm --create over ${drives[*]} failed"
-    lab_log "$md: RAID-5 over ${drives[*]}, chunk ${chunk} KiB, $(($(blockdev --getsize64 "$md") / 1048576)) MiB"
+    lab_log "$md: RAID-5 over ${drives[*]}, chunk ${chunk} KiB, $(($(blockdev --getsize64 "$md") / 1048576)) MiB, bitmap $(cat "/sys/block/$(basename "$(readlink -f "$md")")/md/bitmap/location" 2>/dev/null || echo '?')"
 
     mkdir "$sub" || die "cannot create subsystem $nqn (already started?)"
     echo 1 > "$sub/attr_allow_any_host"
