@@ -65,6 +65,9 @@ mod field {
     pub const REPLACE_CHECKPOINT: usize = 0x0A8;
     /// Member UUID of the replacement.
     pub const REPLACE_UUID: usize = 0x0B0;
+    /// Partial-parity-log on-disk format (0 in superblocks written before the field
+    /// existed: format 1, fixed slots).
+    pub const PPL_FORMAT: usize = 0x0C0;
     /// One byte per role: [`super::SlotState`].
     pub const ROLE_STATES: usize = 0x100;
     /// 16 bytes per role: the member UUID holding that role.
@@ -193,6 +196,10 @@ pub struct Superblock {
     pub ppl_offset: u64,
     /// Partial-parity-log size in bytes.
     pub ppl_bytes: u32,
+    /// Partial-parity-log on-disk format: 1 = one fixed slot per stripe group, 2 = header
+    /// ring and payload ring (`array::ppl`). Superblocks written before the field existed
+    /// read as 1.
+    pub ppl_format: u32,
     /// Role being rebuilt and the first stripe not yet rebuilt.
     pub rebuild: Option<(usize, u64)>,
     /// First stripe not yet resynced after creation (`None`: parity is in sync).
@@ -238,6 +245,7 @@ impl Superblock {
         );
         put64(&mut b, field::PPL_OFFSET, self.ppl_offset);
         put32(&mut b, field::PPL_BYTES, self.ppl_bytes);
+        put32(&mut b, field::PPL_FORMAT, self.ppl_format);
         let (rr, rc) = self.rebuild.map_or((NO_REBUILD, 0), |(r, c)| (r as u32, c));
         put32(&mut b, field::REBUILD_ROLE, rr);
         put64(&mut b, field::REBUILD_CHECKPOINT, rc);
@@ -403,6 +411,7 @@ impl Superblock {
             bitmap_region_stripes: get64(b, field::BITMAP_REGION_STRIPES),
             ppl_offset: get64(b, field::PPL_OFFSET),
             ppl_bytes: get32(b, field::PPL_BYTES),
+            ppl_format: get32(b, field::PPL_FORMAT).max(1),
             rebuild,
             resync_checkpoint: (resync != u64::MAX).then_some(resync),
             ppl_epoch: get64(b, field::PPL_EPOCH),
@@ -458,6 +467,7 @@ mod tests {
             bitmap_region_stripes: 16,
             ppl_offset: 65536,
             ppl_bytes: 65536,
+            ppl_format: 2,
             rebuild: Some((1, 77)),
             resync_checkpoint: None,
             ppl_epoch: 5,
