@@ -185,6 +185,7 @@ impl Array {
             ppl: super::ppl::PplLayout::new(&meta, &geo),
             ppl_rings: super::ppl::PplLayout::new(&meta, &geo)
                 .map(|l| super::ppl_ring::Rings::new(l, geo.members())),
+            ppl_batch: Default::default(),
             ppl_enabled: AtomicBool::new(true),
             flush_gates: (0..geo.members()).map(|_| Default::default()).collect(),
             resync_gaps: AtomicBool::new(false),

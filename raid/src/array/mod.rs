@@ -25,6 +25,7 @@ pub mod bitmap;
 pub mod flush;
 pub mod locks;
 pub mod ppl;
+mod ppl_batch;
 mod ppl_ring;
 pub mod read;
 pub mod replace;
@@ -279,6 +280,8 @@ pub struct Array {
     ppl: Option<ppl::PplLayout>,
     /// Log space (format 2), when there is a log.
     ppl_rings: Option<ppl_ring::Rings>,
+    /// Group commit of the log's writes.
+    ppl_batch: ppl_batch::LogBatcher,
     ppl_enabled: AtomicBool,
     /// Per role: group commit of the log's cache flushes.
     flush_gates: Vec<flush::FlushGate>,

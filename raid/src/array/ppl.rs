@@ -26,10 +26,14 @@
 //! in `seq` order), whatever the mix of requests. Many entries per member are in flight at
 //! once (64 slots at 64 KiB chunks); no lock beyond the stripe locks is held across a round.
 //!
-//! CRC-32C covers the header, and each payload part separately. **Recovery** (assembly after
-//! an unclean stop while degraded, epoch matching): per stripe, its newest valid header of
-//! the epoch (highest `seq` on the stripe's parity member); if its payload CRCs match,
-//! `parity = PP ^ current modified chunks ^ new f rows`, written back. Afterwards `f` reads
+//! Log writes of concurrent rounds go out together when they can ([`super::ppl_batch`]: a
+//! group commit, md's io_unit idea): a round whose entries are all inline hands them to
+//! whichever round is submitting, and returns once they completed.
+//!
+//! The header's CRC-32C covers its fields in use; the payload parts have their own.
+//! **Recovery** (assembly after an unclean stop while degraded, epoch matching): per stripe,
+//! its newest valid header of the epoch (highest `seq` on the stripe's parity member); if its
+//! payload CRCs match, `parity = PP ^ current modified chunks ^ new f rows`, written back. Afterwards `f` reads
 //! back its old rows where the writes did not modify it and some version of an interrupted
 //! write elsewhere; all other blocks untouched.
 //!
@@ -96,6 +100,7 @@ pub(crate) const INLINE: u64 = 4096;
 /// Header slot size.
 const SLOT: u64 = HEADER as u64 + INLINE;
 /// Most modified chunks per entry (one per data member); 112 + 24 × 64 bytes fit the header.
+/// The header's CRC-32C (its last 4 bytes) covers those 112 + 24 × n bytes in use.
 const MAX_WRITES: usize = crate::MAX_MEMBERS;
 const FIXED: usize = 112;
 const _: () = assert!(FIXED + 24 * MAX_WRITES <= HEADER - 4);
@@ -243,7 +248,7 @@ impl Entry {
             put(b, s);
             put(b, e);
         }
-        let crc = crc32c(&b[..HEADER - 4]);
+        let crc = crc32c(&b[..o]);
         b[HEADER - 4..HEADER].copy_from_slice(&crc.to_le_bytes());
         Some(())
     }
@@ -252,9 +257,17 @@ impl Entry {
         if b.len() < HEADER || b[..8] != MAGIC {
             return None;
         }
+        // The CRC covers the bytes in use: the fixed fields and `n` writes.
+        let mut n = [0u8; 8];
+        n.copy_from_slice(&b[FIXED - 8..FIXED]);
+        let n = u64::from_le_bytes(n);
+        if n > MAX_WRITES as u64 {
+            return None;
+        }
+        let used = FIXED + 24 * n as usize;
         let mut crc = [0u8; 4];
         crc.copy_from_slice(&b[HEADER - 4..HEADER]);
-        if u32::from_le_bytes(crc) != crc32c(&b[..HEADER - 4]) {
+        if u32::from_le_bytes(crc) != crc32c(&b[..used]) {
             return None;
         }
         let mut o = 8;
@@ -500,7 +513,8 @@ mod tests {
             // 72..88, crcs 88..104, count 104.
             raw[32..40].copy_from_slice(&0u64.to_le_bytes());
             raw[104..112].copy_from_slice(&n.to_le_bytes());
-            let crc = crc32c(&raw[..HEADER - 4]);
+            let used = if n as usize <= MAX_WRITES { FIXED + 24 * n as usize } else { HEADER - 4 };
+            let crc = crc32c(&raw[..used]);
             raw[HEADER - 4..].copy_from_slice(&crc.to_le_bytes());
             match Entry::decode(&raw) {
                 Some(e) => {
@@ -540,7 +554,7 @@ mod tests {
         // A format-1 header (other magic) is not a format-2 entry.
         let mut old = b.clone();
         old[7] = 1;
-        let crc = crc32c(&old[..HEADER - 4]);
+        let crc = crc32c(&old[..FIXED + 48]);
         old[HEADER - 4..].copy_from_slice(&crc.to_le_bytes());
         assert_eq!(Entry::decode(&old), None);
     }

@@ -49,6 +49,8 @@ struct Ring {
 struct State {
     rings: Vec<Ring>,
     rounds: u64,
+    /// Callers waiting for space (a finished round wakes them only if there are any).
+    waiting: usize,
 }
 
 /// The log rings of every member.
@@ -87,6 +89,7 @@ impl Rings {
             state: Mutex::new(State {
                 rings: (0..members).map(|_| Ring::default()).collect(),
                 rounds: 0,
+                waiting: 0,
             }),
             freed: Condvar::new(),
         }
@@ -169,7 +172,9 @@ impl Rings {
                     .any(|s| !s.done)
             });
             if busy {
+                st.waiting += 1;
                 st = self.freed.wait(st).unwrap_or_else(|p| p.into_inner());
+                st.waiting -= 1;
                 continue;
             }
             st.rounds += 1;
@@ -264,8 +269,11 @@ impl Drop for Grant<'_> {
                 span.tickets = tickets;
             }
         }
+        let waiting = st.waiting > 0;
         drop(st);
-        self.rings.freed.notify_all();
+        if waiting {
+            self.rings.freed.notify_all();
+        }
     }
 }
 

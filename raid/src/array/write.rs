@@ -29,16 +29,18 @@
 //! array with [`RaidError::ArrayFailed`].
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use crate::error::RaidError;
 use crate::geometry::{ArrayBlock, MemberIdx, StripeIdx};
 use crate::io::{Executor, MemberOp};
-use crate::member::AlignedBuf;
+use crate::member::{AlignedBuf, Member};
 use crate::parity::XorJob;
 use crate::superblock::{crc32c, SlotState};
 
 use super::flush::Ticket;
 use super::ppl::{align_up, Entry, PplLayout, HEADER};
+use super::ppl_batch;
 use super::ppl_ring::Grant;
 use super::{Array, View};
 
@@ -412,29 +414,26 @@ impl Array {
                 .ok_or(RaidError::State("log entry with too many writes"))?;
             places.push((layout.header_offset(seq), at, at + align_up(len)));
         }
-        let mut ops = Vec::new();
         let mut flush: Vec<usize> = Vec::new();
-        for (p, &(head_at, pp_at, f_at)) in plans.iter().filter(|p| p.log.is_some()).zip(&places) {
-            let Some((buf, f)) = &p.log else { continue };
-            let pm = self.geo.parity_member(p.stripe);
-            let Some(m) = view.member(pm.0) else { continue };
-            let len = (p.hi - p.lo) as usize * bs as usize;
-            if pp_at == head_at + HEADER as u64 {
-                // Inline: header and partial parity in one write.
-                ops.push(MemberOp::write(pm, m, head_at, &buf[..HEADER + len]));
-            } else {
-                ops.push(MemberOp::write(pm, m, head_at, &buf[..HEADER]));
-                ops.push(MemberOp::write(pm, m, pp_at, &buf[HEADER..HEADER + len]));
-            }
-            if let Some(fw) = f.and_then(|f| p.writes.iter().find(|w| w.data_index == f)) {
-                ops.push(MemberOp::write(pm, m, f_at, fw.data));
-            }
-            if m.volatile_write_cache() && !flush.contains(&pm.0) {
-                flush.push(pm.0);
+        for p in plans.iter().filter(|p| p.log.is_some()) {
+            let pm = self.geo.parity_member(p.stripe).0;
+            if view.member(pm).is_some_and(|m| m.volatile_write_cache()) && !flush.contains(&pm) {
+                flush.push(pm);
             }
         }
-        exec.execute(&mut ops);
-        if self.fail_from(&mut ops)? {
+        // Every entry one write from its own buffer (inline, no rows of the missing chunk):
+        // hand them to the group commit, which submits them with other rounds' entries.
+        let batchable = plans.iter().filter(|p| p.log.is_some()).zip(&places).all(
+            |(p, &(head_at, pp_at, _))| {
+                pp_at == head_at + HEADER as u64
+                    && p.log.as_ref().is_some_and(|(_, f)| f_rows(p, *f).is_none())
+            },
+        );
+        if batchable {
+            if !self.log_batched(exec, view, plans, &places)? {
+                return Ok(None);
+            }
+        } else if !self.log_direct(exec, view, plans, &places)? {
             return Ok(None);
         }
         // One cache flush per member that got entries (shared with concurrent requests
@@ -450,6 +449,88 @@ impl Array {
             }
         }
         Ok(Some(grant))
+    }
+
+    /// The log writes of a round through the group commit ([`super::ppl_batch`]): each
+    /// entry's buffer goes in and comes back. `Ok(false)` when a member failed.
+    fn log_batched<E: Executor + ?Sized>(
+        &self,
+        exec: &mut E,
+        view: &View,
+        plans: &mut [Plan<'_>],
+        places: &[(u64, u64, u64)],
+    ) -> Result<bool, RaidError> {
+        let bs = self.geo.block_bytes();
+        let mut writes = Vec::with_capacity(places.len());
+        let mut owners = Vec::with_capacity(places.len());
+        for (i, p) in plans.iter_mut().enumerate() {
+            let pm = self.geo.parity_member(p.stripe);
+            let Some(member) = view.members[pm.0].clone() else {
+                continue;
+            };
+            let Some((buf, f)) = p.log.take() else {
+                continue;
+            };
+            let Some(&(head_at, _, _)) = places.get(owners.len()) else {
+                p.log = Some((buf, f));
+                return Err(RaidError::State("log entry without a place"));
+            };
+            owners.push((i, f));
+            writes.push(ppl_batch::LogWrite {
+                role: pm,
+                member,
+                at: head_at,
+                len: HEADER + (p.hi - p.lo) as usize * bs,
+                buf,
+            });
+        }
+        let roles: Vec<(MemberIdx, Arc<dyn Member>)> =
+            writes.iter().map(|w| (w.role, w.member.clone())).collect();
+        let done = self.ppl_batch.write(exec, writes);
+        let mut failed = Vec::new();
+        for (((i, f), w), (role, member)) in owners.into_iter().zip(done).zip(roles) {
+            if let Some(p) = plans.get_mut(i) {
+                p.log = Some((w.buf, f));
+            }
+            if let Err(e) = w.result {
+                failed.push((role, member, e));
+            }
+        }
+        let any = !failed.is_empty();
+        for (role, member, e) in failed {
+            self.fail_member(role, &*member, &e)?;
+        }
+        Ok(!any)
+    }
+
+    /// The log writes of a round, submitted by this caller. `Ok(false)` when a member failed.
+    fn log_direct<E: Executor + ?Sized>(
+        &self,
+        exec: &mut E,
+        view: &View,
+        plans: &[Plan<'_>],
+        places: &[(u64, u64, u64)],
+    ) -> Result<bool, RaidError> {
+        let bs = self.geo.block_bytes() as u64;
+        let mut ops = Vec::new();
+        for (p, &(head_at, pp_at, f_at)) in plans.iter().filter(|p| p.log.is_some()).zip(places) {
+            let Some((buf, f)) = &p.log else { continue };
+            let pm = self.geo.parity_member(p.stripe);
+            let Some(m) = view.member(pm.0) else { continue };
+            let len = (p.hi - p.lo) as usize * bs as usize;
+            if pp_at == head_at + HEADER as u64 {
+                // Inline: header and partial parity in one write.
+                ops.push(MemberOp::write(pm, m, head_at, &buf[..HEADER + len]));
+            } else {
+                ops.push(MemberOp::write(pm, m, head_at, &buf[..HEADER]));
+                ops.push(MemberOp::write(pm, m, pp_at, &buf[HEADER..HEADER + len]));
+            }
+            if let Some(fw) = f.and_then(|f| p.writes.iter().find(|w| w.data_index == f)) {
+                ops.push(MemberOp::write(pm, m, f_at, fw.data));
+            }
+        }
+        exec.execute(&mut ops);
+        Ok(!self.fail_from(&mut ops)?)
     }
 
     fn plan<'d>(
