@@ -169,12 +169,8 @@ impl Array {
                 .filter(|_| missing.is_some() && self.write_hole_protected());
             let mut plans = Vec::with_capacity(round.len());
             for (stripe, writes) in round {
-                let log = rings.map(|r| {
-                    let f = missing.and_then(|m| self.geo.data_index_of(*stripe, MemberIdx(m)));
-                    // A surviving header may hold an entry for this stripe.
-                    let pm = self.geo.parity_member(*stripe).0;
-                    (f, r.may_hold(pm, stripe.0))
-                });
+                let log = rings
+                    .map(|_| missing.and_then(|m| self.geo.data_index_of(*stripe, MemberIdx(m))));
                 plans.push(self.plan(&view, *stripe, writes, force_rcw, log)?);
             }
             let reads_ok = self.read_phase(exec, &view, &mut plans)?;
@@ -539,7 +535,7 @@ impl Array {
         stripe: StripeIdx,
         writes: &[ChunkWrite<'d>],
         force_rcw: bool,
-        log: Option<(Option<usize>, bool)>,
+        log: Option<Option<usize>>,
     ) -> Result<Plan<'d>, RaidError> {
         let geo = &self.geo;
         let dm = geo.data_members();
@@ -599,9 +595,14 @@ impl Array {
             && writes
                 .iter()
                 .all(|w| !view.usable(geo.data_member(stripe, w.data_index).0, stripe));
+        let may_hold = || {
+            self.ppl_rings
+                .as_ref()
+                .is_none_or(|r| r.may_hold(pm, stripe.0))
+        };
         let log = log
-            .filter(|&(_, may_hold)| mode != Mode::DataOnly && (may_hold || !parity_only))
-            .map(|(f, _)| (self.take_log_scratch(), f));
+            .filter(|_| mode != Mode::DataOnly && (!parity_only || may_hold()))
+            .map(|f| (self.take_log_scratch(), f));
         Ok(Plan {
             stripe,
             writes: writes.to_vec(),
