@@ -76,33 +76,20 @@ fn queue_iops(array: &Arc<Array>, write: bool, budget: Duration, seed: u64) -> (
     (n, t.elapsed().as_secs_f64())
 }
 
-/// CPU time this process used so far (user + system), in clock ticks (`/proc/self/stat`).
-fn cpu_ticks() -> u64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit(')').next().unwrap_or("");
-    let f: Vec<u64> = after
-        .split_whitespace()
-        .map(|x| x.parse().unwrap_or(0))
-        .collect();
-    // Fields 14 and 15 of the file (utime, stime); `after` starts at field 3.
-    f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)
-}
-
 /// Member cache flushes so far (every bench member counts its flushes here).
 static FLUSHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Runs `run(log_on)` in `pairs` back-to-back pairs (alternating which goes first) and
 /// returns (median of per-pair cost `1 - on/off`, mean on rate, mean off rate, all costs,
-/// member flushes per request with the log on, CPU ticks per 1000 requests on and off).
+/// member flushes per request with the log on).
 fn paired_cost(
     array: &Array,
     pairs: usize,
     mut run: impl FnMut(bool) -> (u64, f64),
-) -> (f64, f64, f64, Vec<String>, f64, [f64; 2]) {
+) -> (f64, f64, f64, Vec<String>, f64) {
     let mut costs = Vec::with_capacity(pairs);
     let (mut on, mut off) = ((0u64, 0f64), (0u64, 0f64));
     let mut on_flushes = 0u64;
-    let mut cpu = [0u64; 2];
     for i in 0..pairs {
         let order = if i % 2 == 0 {
             [true, false]
@@ -113,9 +100,7 @@ fn paired_cost(
         for enabled in order {
             array.set_write_hole_protection(enabled);
             let f0 = FLUSHES.load(std::sync::atomic::Ordering::Relaxed);
-            let c0 = cpu_ticks();
             let (n, s) = run(enabled);
-            cpu[usize::from(!enabled)] += cpu_ticks() - c0;
             if enabled {
                 on_flushes += FLUSHES.load(std::sync::atomic::Ordering::Relaxed) - f0;
             }
@@ -135,10 +120,6 @@ fn paired_cost(
         off.0 as f64 / off.1,
         shown,
         on_flushes as f64 / on.0.max(1) as f64,
-        [
-            cpu[0] as f64 * 1000.0 / on.0.max(1) as f64,
-            cpu[1] as f64 * 1000.0 / off.0.max(1) as f64,
-        ],
     )
 }
 
@@ -330,12 +311,10 @@ fn log_cost_rows(
             "-".into(),
         ));
         eprintln!(
-            "write-hole protection cost{what}, {label}: {:.1} % (pairs: {:?}; {:.2} member flushes per request with the log on; CPU ticks per 1000 requests on/off {:.1}/{:.1})",
+            "write-hole protection cost{what}, {label}: {:.1} % (pairs: {:?}; {:.2} member flushes per request with the log on)",
             c.0 * 100.0,
             c.3,
-            c.4,
-            c.5[0],
-            c.5[1]
+            c.4
         );
     }
 }

@@ -26,10 +26,7 @@ pub const SB_BYTES: usize = 4096;
 /// Default start of the data area: 1 MiB, leaving room for the bitmap and the log.
 pub const DEFAULT_DATA_OFFSET: u64 = 1 << 20;
 const MAGIC: [u8; 8] = *b"RLRAID5\0";
-/// Written by this version: 2 (log format 2 recorded in `ppl_format`). Version 1
-/// superblocks (log format 1) still decode; builds that know only version 1 refuse version 2
-/// ("unsupported superblock version 2") rather than misread a format-2 log.
-const VERSION: u32 = 2;
+const VERSION: u32 = 1;
 /// Role value of a spare.
 const ROLE_SPARE: u32 = u32::MAX;
 /// "No rebuild in progress".
@@ -68,9 +65,6 @@ mod field {
     pub const REPLACE_CHECKPOINT: usize = 0x0A8;
     /// Member UUID of the replacement.
     pub const REPLACE_UUID: usize = 0x0B0;
-    /// Partial-parity-log on-disk format (0 in superblocks written before the field
-    /// existed: format 1, fixed slots).
-    pub const PPL_FORMAT: usize = 0x0C0;
     /// One byte per role: [`super::SlotState`].
     pub const ROLE_STATES: usize = 0x100;
     /// 16 bytes per role: the member UUID holding that role.
@@ -199,10 +193,6 @@ pub struct Superblock {
     pub ppl_offset: u64,
     /// Partial-parity-log size in bytes.
     pub ppl_bytes: u32,
-    /// Partial-parity-log on-disk format: 1 = one fixed slot per stripe group, 2 = header
-    /// ring and payload ring (`array::ppl`). Version-1 superblocks (written before the field
-    /// existed) read as 1.
-    pub ppl_format: u32,
     /// Role being rebuilt and the first stripe not yet rebuilt.
     pub rebuild: Option<(usize, u64)>,
     /// First stripe not yet resynced after creation (`None`: parity is in sync).
@@ -248,7 +238,6 @@ impl Superblock {
         );
         put64(&mut b, field::PPL_OFFSET, self.ppl_offset);
         put32(&mut b, field::PPL_BYTES, self.ppl_bytes);
-        put32(&mut b, field::PPL_FORMAT, self.ppl_format);
         let (rr, rc) = self.rebuild.map_or((NO_REBUILD, 0), |(r, c)| (r as u32, c));
         put32(&mut b, field::REBUILD_ROLE, rr);
         put64(&mut b, field::REBUILD_CHECKPOINT, rc);
@@ -289,7 +278,7 @@ impl Superblock {
             return Err(SuperblockError::Checksum { stored, computed });
         }
         let version = get32(b, field::VERSION);
-        if !(1..=VERSION).contains(&version) {
+        if version != VERSION {
             return Err(SuperblockError::Version(version));
         }
         let members = get32(b, field::MEMBERS) as usize;
@@ -414,11 +403,6 @@ impl Superblock {
             bitmap_region_stripes: get64(b, field::BITMAP_REGION_STRIPES),
             ppl_offset: get64(b, field::PPL_OFFSET),
             ppl_bytes: get32(b, field::PPL_BYTES),
-            ppl_format: if version == 1 {
-                1
-            } else {
-                get32(b, field::PPL_FORMAT).max(1)
-            },
             rebuild,
             resync_checkpoint: (resync != u64::MAX).then_some(resync),
             ppl_epoch: get64(b, field::PPL_EPOCH),
@@ -474,7 +458,6 @@ mod tests {
             bitmap_region_stripes: 16,
             ppl_offset: 65536,
             ppl_bytes: 65536,
-            ppl_format: 2,
             rebuild: Some((1, 77)),
             resync_checkpoint: None,
             ppl_epoch: 5,
@@ -582,30 +565,6 @@ mod tests {
                 field: "members",
                 ..
             })
-        ));
-    }
-
-    #[test]
-    fn version_1_superblocks_read_as_log_format_1_and_others_are_refused() {
-        let sb = sample();
-        let mut b = sb.encode();
-        assert_eq!(get32(&b, field::VERSION), 2);
-        assert_eq!(Superblock::decode(&b).unwrap().ppl_format, 2);
-        let reseal = |b: &mut [u8; SB_BYTES]| {
-            let crc = crc32c(&b[..field::CRC]);
-            put32(b, field::CRC, crc);
-        };
-        put32(&mut b, field::VERSION, 1);
-        put32(&mut b, field::PPL_FORMAT, 0);
-        reseal(&mut b);
-        let old = Superblock::decode(&b).unwrap();
-        assert_eq!(old.ppl_format, 1);
-        assert_eq!(old.ppl_epoch, sb.ppl_epoch);
-        put32(&mut b, field::VERSION, 3);
-        reseal(&mut b);
-        assert!(matches!(
-            Superblock::decode(&b),
-            Err(SuperblockError::Version(3))
         ));
     }
 

@@ -1,16 +1,12 @@
-//! Which degraded writes the partial-parity log records, and which entries recovery replays.
+//! Which degraded writes the partial-parity log records.
 //!
 //! A write that modifies only the missing member's chunk writes parity alone (each parity
 //! block lands old or new, and either matches the untouched chunks), so it needs no entry —
-//! unless a surviving header may still hold an earlier entry for the same stripe: replaying
+//! unless its stripe's slot may still hold an earlier entry for the same stripe: replaying
 //! that one after an unclean stop would bring the missing chunk's rows back to before the
-//! write. Two tests pin both sides: the skip happens (the log area is not written) when no
-//! header holds the stripe, and an entry is written when one does.
-//!
-//! The log is a ring: entries of finished rounds are overwritten, a payload (in its own
-//! ring) possibly before an older entry's header. A third test makes a stripe's newest entry
-//! lose its payload that way while an older entry of the same stripe survives, and checks
-//! that recovery does not replay the older one (which would undo the newer write).
+//! write. These tests pin both sides: the skip happens (the log area is not written) when
+//! the slot is known to hold another stripe's entry, and an entry is written when the slot
+//! holds the stripe's own.
 
 use std::sync::Arc;
 
@@ -20,9 +16,8 @@ use raidline_raid::{
 };
 
 const MIB: usize = 1 << 20;
-/// 4 members, 4 KiB chunks: 64 header slots and a 448 KiB payload ring per member.
+/// 4 members, 4 KiB chunks: 80 log slots per member, stripes `s` and `s + 320` share one.
 const N: usize = 4;
-/// Another stripe with the same parity member as stripe 0.
 const SHARED: u64 = (N * 80) as u64;
 
 fn pattern(seed: u64, len: usize) -> Vec<u8> {
@@ -103,11 +98,11 @@ fn unclean_restart_and_read(
 }
 
 #[test]
-fn a_write_to_the_missing_chunk_alone_is_not_logged_when_no_header_holds_its_stripe() {
+fn a_write_to_the_missing_chunk_alone_is_not_logged_when_its_slot_holds_another_stripe() {
     let (disks, array, failed) = degraded();
     let pm = array.geometry().parity_member(StripeIdx(0)).0;
     assert_eq!(array.geometry().parity_member(StripeIdx(SHARED)).0, pm);
-    // A logged write to another stripe of the same parity member.
+    // A logged write to the other stripe of the slot: the slot now holds its entry.
     write_chunk(&array, SHARED, 1, 10);
     let before = log_area(&disks[pm]);
     // Only the missing chunk of stripe 0: parity alone, no entry.
@@ -121,59 +116,22 @@ fn a_write_to_the_missing_chunk_alone_is_not_logged_when_no_header_holds_its_str
 }
 
 #[test]
-fn a_write_to_the_missing_chunk_alone_is_logged_when_a_header_holds_its_stripe() {
+fn a_write_to_the_missing_chunk_alone_is_logged_when_its_slot_holds_its_own_stripe() {
     let (disks, array, failed) = degraded();
     let pm = array.geometry().parity_member(StripeIdx(0)).0;
-    // A logged write to stripe 0 (a surviving chunk): the log holds stripe 0's entry, whose
+    // A logged write to stripe 0 (a surviving chunk): the slot holds stripe 0's entry, whose
     // partial parity has the missing chunk's old rows.
     write_chunk(&array, 0, 1, 20);
     let before = log_area(&disks[pm]);
     let new = write_chunk(&array, 0, 0, 21);
     assert!(
         log_area(&disks[pm]) != before,
-        "the earlier entry for this stripe was left as the newest"
+        "the slot's entry for this stripe was left in place"
     );
     // Replaying the earlier entry would bring the old rows back.
     let got = unclean_restart_and_read(&disks, array, failed, 0, 0);
     assert!(
         got == new,
         "replay brought the missing chunk's old rows back"
-    );
-}
-
-#[test]
-fn recovery_replays_only_a_stripes_newest_entry_when_the_ring_wrapped() {
-    let (disks, array, failed) = degraded();
-    let geo = *array.geometry();
-    let pm = geo.parity_member(StripeIdx(0)).0;
-    let f = geo.data_index_of(StripeIdx(0), MemberIdx(failed)).unwrap();
-    let a = (f + 1) % 3;
-    // Entry 1 (inline in its header slot): chunk `a` of stripe 0; its partial parity holds
-    // the missing chunk's old rows.
-    write_chunk(&array, 0, a, 30);
-    // Entry 2, newer, same stripe: the whole stripe (the missing chunk too): partial parity
-    // plus the missing chunk's new rows, 8 KiB, in the payload ring.
-    let stripe0 = pattern(31, 3 * 4096);
-    array
-        .write(&mut SyncExecutor, ArrayBlock(0), &stripe0)
-        .unwrap();
-    let new_f = stripe0[f * 4096..(f + 1) * 4096].to_vec();
-    // 60 more whole-stripe writes on the same parity member: the 448 KiB payload ring
-    // (56 such entries) wraps over entry 2's payload, while entry 1's header (64 slots)
-    // survives.
-    for j in 1..=60u64 {
-        let s = j * N as u64;
-        assert_eq!(geo.parity_member(StripeIdx(s)).0, pm);
-        let at = geo.logical_block(StripeIdx(s), 0, 0);
-        array
-            .write(&mut SyncExecutor, at, &pattern(100 + j, 3 * 4096))
-            .unwrap();
-    }
-    // Replaying entry 1 would set parity from its stale partial parity: the missing chunk
-    // would read back its rows from before entry 2.
-    let got = unclean_restart_and_read(&disks, array, failed, 0, f);
-    assert!(
-        got == new_f,
-        "recovery replayed a stripe's older entry over its newer write"
     );
 }

@@ -7,18 +7,15 @@
 //! - **partial parity from cached data**: a second write to a stripe computes its partial
 //!   parity from data an earlier write left in a member's cache; the cut loses that data, and
 //!   replaying the log rebuilds parity from data the media never got;
-//! - **log reuse**: a write to another stripe logged on the same parity member (with format
-//!   1's fixed slots: one sharing the slot; with format 2's ring: one reusing the space)
-//!   overwrites the entry, or flushes the parity member making the earlier parity durable,
-//!   while the earlier write's data still sits in a data member's cache; the cut loses the
-//!   data and no entry may be left to repair the parity.
+//! - **slot reuse**: a write to another stripe that shares the log slot overwrites the entry
+//!   (and flushes the parity member, making the earlier parity durable) while the earlier
+//!   write's data still sits in a data member's cache; the cut loses the data and no entry is
+//!   left to repair the parity.
 //!
 //! The two scenario tests fill the array, flush it, take one member out, do two writes that
 //! leave the missing member's rows untouched, cut the power (every cache loses what it holds)
 //! and reassemble: the missing member's rows must read back as they were. A third test cuts
-//! the power under three concurrent writers. All three failed before the fix (format 1); the
-//! first failed again on a first version of format 2 that did not flush a stripe's previous
-//! logged round before logging the stripe again.
+//! the power under three concurrent writers. All three failed before the fix.
 
 use std::sync::Arc;
 
@@ -150,8 +147,8 @@ fn partial_parity_is_never_computed_from_cached_data() {
 
 #[test]
 fn a_log_slot_is_reused_only_after_its_writes_are_durable() {
-    // Stripes `s` and `s + members * 80` have the same parity member (format 1: they shared
-    // one slot).
+    // 4 KiB chunks: 960 KiB / (4 KiB header + 2 x 4 KiB) = 80 slots per member, and stripes
+    // `s` and `s + members * 80` share one slot on the same parity member.
     let n = 4;
     let other = (n * 80) as u64;
     let probe = rig(n, other as usize + 1, 0);
@@ -163,8 +160,7 @@ fn a_log_slot_is_reused_only_after_its_writes_are_durable() {
     drop(probe);
     let r = rig(n, other as usize + 1, failed);
     r.write_chunk(0, a, 20);
-    // Logs on the same parity member and flushes it; stripe 0's data write is still cached
-    // on its member.
+    // Overwrites stripe 0's entry; stripe 0's data write is still cached on its member.
     r.write_chunk(other, b, 21);
     let (got, was) = r.cut_and_read(0, failed);
     assert!(
@@ -184,7 +180,7 @@ fn power_cut_under_concurrent_writers_with_volatile_caches() {
     use raidline_raid::{Fault, FaultyMember, PowerSwitch};
     for seed in 1..=8u64 {
         let n = 4;
-        // 400 stripes: more than members x 80 (format 1's slots: stripes shared them).
+        // 400 stripes: more than members x 80 slots, so stripes share log slots.
         let size = MIB + 400 * 4096;
         let disks: Vec<MemMember> = (0..n)
             .map(|i| MemMember::with_volatile_cache(&format!("d{i}"), size))

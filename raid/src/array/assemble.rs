@@ -137,13 +137,6 @@ impl Array {
                     role: crate::geometry::MemberIdx(0),
                     source: e,
                 })?;
-            // An empty log: nothing left on the member may read as an entry.
-            if let Some(l) = super::ppl::PplLayout::new(&meta, &geo) {
-                l.clear(&**m).map_err(|e| RaidError::Member {
-                    role: crate::geometry::MemberIdx(0),
-                    source: e,
-                })?;
-            }
         }
         let inner = Inner {
             slots,
@@ -183,9 +176,7 @@ impl Array {
         let pool: Vec<super::Scratch> = bufs.into_iter().map(super::Scratch::Arena).collect();
         Array {
             ppl: super::ppl::PplLayout::new(&meta, &geo),
-            ppl_rings: super::ppl::PplLayout::new(&meta, &geo)
-                .map(|l| super::ppl_ring::Rings::new(l, geo.members())),
-            ppl_batch: Default::default(),
+            ppl_locks: locks::StripeLocks::default(),
             ppl_enabled: AtomicBool::new(true),
             flush_gates: (0..geo.members()).map(|_| Default::default()).collect(),
             resync_gaps: AtomicBool::new(false),
@@ -298,14 +289,13 @@ impl Array {
             newest.block,
             newest.member_data_bytes,
         )?;
-        let mut meta = MetaLayout {
+        let meta = MetaLayout {
             data_offset: newest.data_offset,
             bitmap_offset: newest.bitmap_offset,
             bitmap_bytes: newest.bitmap_bytes,
             bitmap_region_stripes: newest.bitmap_region_stripes.max(1),
             ppl_offset: newest.ppl_offset,
             ppl_bytes: newest.ppl_bytes,
-            ppl_format: newest.ppl_format,
         };
         let regions = geo.stripes().div_ceil(meta.bitmap_region_stripes);
         if regions.div_ceil(8) > u64::from(meta.bitmap_bytes) {
@@ -514,28 +504,6 @@ impl Array {
                 write_hole_exposed = false;
             }
         }
-        // Format 1 (fixed slots): its entries were replayed above if they had to be; clear
-        // the header ring (old payload there must not read as entries), then the superblocks
-        // written below record format 2.
-        let mut scans = Vec::new();
-        if let Some(l) = ppl_layout {
-            let present = slots.iter().map(|s| s.member.clone());
-            let all: Vec<Option<Arc<dyn Member>>> = present
-                .chain(spares.iter().map(|(m, _)| Some(m.clone())))
-                .collect();
-            if meta.ppl_format < super::ppl::FORMAT {
-                for (role, m) in all.iter().enumerate() {
-                    if let Some(m) = m {
-                        l.clear(&**m).map_err(|e| RaidError::Member {
-                            role: crate::geometry::MemberIdx(role),
-                            source: e,
-                        })?;
-                    }
-                }
-            }
-            scans = super::ppl::scan(&l, &all[..slots.len()])?;
-        }
-        meta.ppl_format = super::ppl::FORMAT;
         let dirty_regions = bits.iter().map(|b| b.count_ones() as u64).sum::<u64>();
         if write_hole_exposed && dirty_regions == 0 {
             // No region was being written: nothing can be torn.
@@ -566,9 +534,6 @@ impl Array {
             replace,
         };
         let array = Array::from_parts(geo, meta, uuid, parity, inner, Some(bits));
-        if let Some(rings) = array.ppl_rings.as_ref() {
-            rings.seed(scans);
-        }
         {
             let mut st = array.write_state();
             Array::take_spare(&mut st);

@@ -8,9 +8,15 @@
 //!
 //! A ticket can also be kept and redeemed later ([`FlushGate::ticket`],
 //! [`FlushGate::covered`], [`FlushGate::flush_to`]): the partial-parity log keeps one per
-//! member a logged round wrote and, before the round's log space is reused, flushes only
+//! member a logged round wrote and, before the round's log slot is reused, flushes only
 //! those members whose tickets no flush has covered since (often none: other requests'
-//! flushes already did; md's `disk_flush_bitmap` / `ppl_do_flush`).
+//! flushes already did).
+//!
+//! Each role's gate also holds, per partial-parity-log slot on that role's member, what the
+//! round that last logged an entry there did ([`FlushGate::slot_writes`],
+//! [`FlushGate::slot_stripe`]): the stripe it logged, and which roles it wrote, with their
+//! tickets (md's `disk_flush_bitmap` / `ppl_do_flush`). Unknown (nothing logged since the
+//! array started) until the first entry.
 
 use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -35,11 +41,23 @@ pub struct Ticket {
     pub number: u64,
 }
 
+/// The last entry logged in one slot since the array started.
+#[derive(Debug, Clone, Default)]
+struct SlotRecord {
+    /// Its stripe; `None` until this array logs an entry there (the slot may still hold an
+    /// entry from before).
+    stripe: Option<u64>,
+    /// Flush tickets of the roles its round wrote.
+    writes: Vec<Ticket>,
+}
+
 /// One member's flush gate.
 #[derive(Debug, Default)]
 pub struct FlushGate {
     state: Mutex<State>,
     done: Condvar,
+    /// Per log slot on this role's member: what the last logged round did.
+    slots: Mutex<Vec<SlotRecord>>,
 }
 
 impl FlushGate {
@@ -102,6 +120,45 @@ impl FlushGate {
             st = self.done.wait(st).unwrap_or_else(|p| p.into_inner());
         }
     }
+
+    /// Tickets of the writes of the round that last logged an entry in `slot` of this
+    /// role's member (empty when none, or when they were known durable).
+    pub fn slot_writes(&self, slot: u64) -> Vec<Ticket> {
+        let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots
+            .get(slot as usize)
+            .map(|r| r.writes.clone())
+            .unwrap_or_default()
+    }
+
+    /// The stripe of the last entry this array logged in `slot`; `None` when it logged none
+    /// there yet (the slot's content is then unknown).
+    pub fn slot_stripe(&self, slot: u64) -> Option<u64> {
+        let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots.get(slot as usize).and_then(|r| r.stripe)
+    }
+
+    /// Marks what `slot` holds as unknown (its entry write may or may not have landed); the
+    /// tickets stay.
+    pub fn forget_slot(&self, slot: u64) {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = slots.get_mut(slot as usize) {
+            r.stripe = None;
+        }
+    }
+
+    /// Records the round that just logged an entry for `stripe` in `slot`, and its writes.
+    pub fn set_slot_writes(&self, slot: u64, stripe: u64, writes: Vec<Ticket>) {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let i = slot as usize;
+        if slots.len() <= i {
+            slots.resize_with(i + 1, SlotRecord::default);
+        }
+        slots[i] = SlotRecord {
+            stripe: Some(stripe),
+            writes,
+        };
+    }
 }
 
 #[cfg(test)]
@@ -153,6 +210,18 @@ mod tests {
         gate.flush(&m).unwrap();
         assert!(gate.covered(t2));
         assert_eq!(m.1.load(Ordering::SeqCst), 2);
+        // Slot records.
+        assert!(gate.slot_writes(3).is_empty());
+        assert_eq!(gate.slot_stripe(3), None);
+        let w = vec![Ticket { role: 1, number: 9 }];
+        gate.set_slot_writes(3, 77, w.clone());
+        assert_eq!(gate.slot_writes(3), w);
+        assert_eq!(gate.slot_stripe(3), Some(77));
+        gate.forget_slot(3);
+        assert_eq!(gate.slot_stripe(3), None);
+        assert_eq!(gate.slot_writes(3), w);
+        assert!(gate.slot_writes(0).is_empty());
+        assert_eq!(gate.slot_stripe(0), None);
     }
 
     #[test]

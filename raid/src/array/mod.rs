@@ -25,8 +25,6 @@ pub mod bitmap;
 pub mod flush;
 pub mod locks;
 pub mod ppl;
-mod ppl_batch;
-mod ppl_ring;
 pub mod read;
 pub mod replace;
 pub mod sync;
@@ -118,8 +116,6 @@ pub(crate) struct MetaLayout {
     pub bitmap_region_stripes: u64,
     pub ppl_offset: u64,
     pub ppl_bytes: u32,
-    /// On-disk format of the log ([`ppl::FORMAT`] for arrays this version creates).
-    pub ppl_format: u32,
 }
 
 impl MetaLayout {
@@ -140,7 +136,6 @@ impl MetaLayout {
             bitmap_region_stripes: region,
             ppl_offset: Self::PPL_OFFSET,
             ppl_bytes: (DEFAULT_DATA_OFFSET - Self::PPL_OFFSET) as u32,
-            ppl_format: ppl::FORMAT,
         }
     }
 }
@@ -278,10 +273,7 @@ pub struct Array {
     log_scratch: Mutex<Vec<AlignedBuf>>,
     counters: Counters,
     ppl: Option<ppl::PplLayout>,
-    /// Log space (format 2), when there is a log.
-    ppl_rings: Option<ppl_ring::Rings>,
-    /// Group commit of the log's writes.
-    ppl_batch: ppl_batch::LogBatcher,
+    ppl_locks: locks::StripeLocks,
     ppl_enabled: AtomicBool,
     /// Per role: group commit of the log's cache flushes.
     flush_gates: Vec<flush::FlushGate>,
@@ -578,26 +570,7 @@ impl Array {
             }
             return Ok(());
         }
-        // Writes that completed before this point were planned with `role` present (not
-        // logged, or logged under the old epoch): make them durable on the other members
-        // before a superblock says `role` is gone. Otherwise a power cut could keep that
-        // superblock while a cache lost part of a stripe's write (data without parity), and
-        // `role`'s rows there would reconstruct wrong (found by the model test: a failed
-        // read, then a cut during the flushes of the superblock update).
-        let mut unflushed = Vec::new();
-        for (r, slot) in st.slots.iter().enumerate().filter(|(r, _)| *r != role.0) {
-            let Some(m) = slot.member.as_ref().filter(|m| m.volatile_write_cache()) else {
-                continue;
-            };
-            if let Err(e) = m.flush() {
-                unflushed.push((r, e.to_string()));
-            }
-        }
         self.fail_locked(&mut st, role.0, &cause.to_string())?;
-        // A member that cannot flush may have lost writes: it is gone too.
-        for (r, c) in unflushed {
-            self.fail_locked(&mut st, r, &c)?;
-        }
         self.persist(&mut st)
     }
 
@@ -676,7 +649,6 @@ impl Array {
             bitmap_region_stripes: self.meta.bitmap_region_stripes,
             ppl_offset: self.meta.ppl_offset,
             ppl_bytes: self.meta.ppl_bytes,
-            ppl_format: self.meta.ppl_format,
             rebuild: st.rebuild,
             resync_checkpoint: st.resync,
             ppl_epoch: st.ppl_epoch,

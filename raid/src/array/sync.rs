@@ -233,14 +233,6 @@ impl Array {
             });
         }
         let uuid = crate::superblock::Uuid::random()?;
-        // The spare may become a parity member: nothing on it may read as a log entry.
-        if let Some(l) = self.ppl {
-            // (Spares are numbered after the roles.)
-            l.clear(&*member).map_err(|e| RaidError::Member {
-                role: crate::geometry::MemberIdx(self.geo.members()),
-                source: e,
-            })?;
-        }
         let mut st = self.write_state();
         if st.failed.is_some() {
             return Err(RaidError::State("array has failed"));

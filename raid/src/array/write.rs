@@ -29,19 +29,16 @@
 //! array with [`RaidError::ArrayFailed`].
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use crate::error::RaidError;
 use crate::geometry::{ArrayBlock, MemberIdx, StripeIdx};
 use crate::io::{Executor, MemberOp};
-use crate::member::{AlignedBuf, Member};
+use crate::member::AlignedBuf;
 use crate::parity::XorJob;
 use crate::superblock::{crc32c, SlotState};
 
 use super::flush::Ticket;
-use super::ppl::{align_up, Entry, PplLayout, HEADER};
-use super::ppl_batch;
-use super::ppl_ring::Grant;
+use super::ppl::{Entry, PplLayout, HEADER};
 use super::{Array, View};
 
 /// Stripes per lock/read/write round.
@@ -163,14 +160,25 @@ impl Array {
             let view = self.view()?;
             let epoch = self.read_state().ppl_epoch;
             let missing = (0..self.geo.members()).find(|&r| view.states[r] != SlotState::Active);
-            let rings = self
-                .ppl_rings
-                .as_ref()
+            let layout = self
+                .ppl
                 .filter(|_| missing.is_some() && self.write_hole_protected());
+            // Slot locks after stripe locks; holders never wait for stripe locks, so no cycle.
+            let _slots = layout.map(|l| {
+                self.ppl_locks
+                    .lock(round.iter().map(|(s, _)| l.lock_key(&self.geo, *s)))
+            });
             let mut plans = Vec::with_capacity(round.len());
             for (stripe, writes) in round {
-                let log = rings
-                    .map(|_| missing.and_then(|m| self.geo.data_index_of(*stripe, MemberIdx(m))));
+                let log = layout.map(|l| {
+                    let f = missing.and_then(|m| self.geo.data_index_of(*stripe, MemberIdx(m)));
+                    // The slot is known to hold another stripe's entry (or a void one).
+                    let pm = self.geo.parity_member(*stripe).0;
+                    let slot_elsewhere = self.flush_gates[pm]
+                        .slot_stripe(l.slot(&self.geo, *stripe))
+                        .is_some_and(|s| s != stripe.0);
+                    (f, slot_elsewhere)
+                });
                 plans.push(self.plan(&view, *stripe, writes, force_rcw, log)?);
             }
             let reads_ok = self.read_phase(exec, &view, &mut plans)?;
@@ -178,16 +186,16 @@ impl Array {
                 self.release(plans);
                 continue;
             }
-            let result = match rings {
-                Some(_) => {
+            let result = match layout {
+                Some(l) => {
                     // The log needs the partial parity before any data write starts.
                     self.compute_all(&mut plans)?;
-                    let Some(mut grant) = self.log_phase(exec, &view, &mut plans, epoch)? else {
+                    if !self.log_phase(exec, &view, &mut plans, &l, epoch)? {
                         self.release(plans);
                         continue;
-                    };
+                    }
                     let r = self.write_phase(exec, &view, &plans);
-                    self.keep_tickets(&view, &plans, &mut grant);
+                    self.remember_slot_writes(&view, &plans, &l);
                     r
                 }
                 None => self.write_overlapped(exec, &view, &mut plans),
@@ -239,27 +247,24 @@ impl Array {
         roles
     }
 
-    /// After a logged round's writes completed: keeps with each member's log span the flush
-    /// tickets of the roles the round's entries there wrote, so the span is reused only once
-    /// they are durable.
-    fn keep_tickets(&self, view: &View, plans: &[Plan<'_>], grant: &mut Grant<'_>) {
-        let roles: Vec<usize> = grant.members.iter().map(|g| g.role).collect();
-        for pm in roles {
-            let mut written: Vec<usize> = plans
-                .iter()
-                .filter(|p| p.log.is_some() && self.geo.parity_member(p.stripe).0 == pm)
-                .flat_map(|p| self.written_roles(view, p))
-                .collect();
-            written.sort_unstable();
-            written.dedup();
-            let tickets = written
+    /// After a logged round's writes completed: records in each entry's slot the roles the
+    /// round wrote, with flush tickets, so the slot is reused only once they are durable.
+    fn remember_slot_writes(&self, view: &View, plans: &[Plan<'_>], layout: &PplLayout) {
+        for p in plans.iter().filter(|p| p.log.is_some()) {
+            let tickets = self
+                .written_roles(view, p)
                 .into_iter()
                 .map(|role| Ticket {
                     role,
                     number: self.flush_gates[role].ticket(),
                 })
                 .collect();
-            grant.finish(pm, tickets);
+            let pm = self.geo.parity_member(p.stripe).0;
+            self.flush_gates[pm].set_slot_writes(
+                layout.slot(&self.geo, p.stripe),
+                p.stripe.0,
+                tickets,
+            );
         }
     }
 
@@ -288,24 +293,33 @@ impl Array {
         Ok(())
     }
 
-    /// Before log entries overwrite space of finished rounds: those rounds' writes must be
-    /// durable (md's `ppl_do_flush`), or a power cut could lose them with no entry left to
-    /// repair their stripes' parity; and a new entry's partial parity, computed from what the
-    /// members returned, must not rest on data still in a cache (every earlier write to a
-    /// stripe within an epoch was logged, so this covers them all). Free when flushes since
-    /// covered them. `Ok(false)` when a member failed.
-    fn settle_reused(&self, view: &View, due: Vec<Ticket>) -> Result<bool, RaidError> {
-        let mut latest: Vec<Ticket> = Vec::new();
-        for t in due {
-            if self.flush_gates[t.role].covered(t.number) {
-                continue;
-            }
-            match latest.iter_mut().find(|d| d.role == t.role) {
-                Some(d) => d.number = d.number.max(t.number),
-                None => latest.push(t),
+    /// Before log entries overwrite their slots: the writes of the rounds that logged the
+    /// entries being overwritten must be durable (md's `ppl_do_flush`), or a power cut could
+    /// lose them with no entry left to repair their stripes' parity; and a new entry's
+    /// partial parity, computed from what the members returned, must not rest on data still
+    /// in a cache (every earlier write to a stripe within an epoch was logged in its slot, so
+    /// this covers them all). Free when flushes since covered them. `Ok(false)` when a member
+    /// failed.
+    fn settle_slots(
+        &self,
+        view: &View,
+        plans: &[Plan<'_>],
+        layout: &PplLayout,
+    ) -> Result<bool, RaidError> {
+        let mut due: Vec<Ticket> = Vec::new();
+        for p in plans.iter().filter(|p| p.log.is_some()) {
+            let pm = self.geo.parity_member(p.stripe).0;
+            for t in self.flush_gates[pm].slot_writes(layout.slot(&self.geo, p.stripe)) {
+                if self.flush_gates[t.role].covered(t.number) {
+                    continue;
+                }
+                match due.iter_mut().find(|d| d.role == t.role) {
+                    Some(d) => d.number = d.number.max(t.number),
+                    None => due.push(t),
+                }
             }
         }
-        for t in latest {
+        for t in due {
             let Some(m) = view.member(t.role) else {
                 continue;
             };
@@ -317,120 +331,77 @@ impl Array {
         Ok(true)
     }
 
-    /// Writes and flushes the partial-parity-log entries of every logged plan, in log space
-    /// taken for the whole round at once: per entry one write of header and partial parity
-    /// (its slot in the header ring) when the payload fits inline, else one of the header and
-    /// one of the partial parity (payload ring); and, if the missing chunk is written, one of
-    /// its new rows straight from the caller's buffer. `Ok(None)` when a member failed.
+    /// Writes and flushes the partial-parity-log entries of every logged plan: per stripe one
+    /// write of header + partial parity (one buffer) and, if the missing chunk is written, one
+    /// of its new rows straight from the caller's buffer. `Ok(false)` when a member failed.
     fn log_phase<E: Executor + ?Sized>(
         &self,
         exec: &mut E,
         view: &View,
         plans: &mut [Plan<'_>],
+        layout: &PplLayout,
         epoch: u64,
-    ) -> Result<Option<Grant<'_>>, RaidError> {
-        let (Some(rings), Some(layout)) = (self.ppl_rings.as_ref(), self.ppl) else {
-            return Err(RaidError::State("log phase without a log"));
-        };
-        let bs = self.geo.block_bytes() as u64;
-        let f_rows = |p: &Plan<'_>, f: Option<usize>| {
-            f.and_then(|f| p.writes.iter().find(|w| w.data_index == f))
-                .map(|w| (w.start, w.end))
-        };
-        // Per parity member, its entries in plan order: (stripe, payload bytes).
-        let mut needs: Vec<(usize, Vec<(u64, u64)>)> = Vec::new();
-        for p in plans.iter() {
-            let Some((_, f)) = &p.log else { continue };
-            let pm = self.geo.parity_member(p.stripe).0;
-            let flen = f_rows(p, *f).map_or(0, |(s, e)| (e - s) * bs);
-            let len = (p.hi - p.lo) * bs;
-            let bytes = if PplLayout::fits_inline(len, flen) {
-                0
-            } else {
-                align_up(len) + align_up(flen)
-            };
-            match needs.iter_mut().find(|(r, _)| *r == pm) {
-                Some((_, v)) => v.push((p.stripe.0, bytes)),
-                None => needs.push((pm, vec![(p.stripe.0, bytes)])),
-            }
+    ) -> Result<bool, RaidError> {
+        if !self.settle_slots(view, plans, layout)? {
+            return Ok(false);
         }
-        let (grant, due) = rings
-            .reserve(&needs)
-            .ok_or(RaidError::State("log entries larger than the log"))?;
-        if !self.settle_reused(view, due)? {
-            return Ok(None);
-        }
-        // Where each entry goes: (header offset, payload offset), in plan order.
-        let mut places = Vec::new();
-        let mut next: Vec<(usize, u64, u64)> = grant
-            .members
-            .iter()
-            .map(|g| (g.role, g.seq, g.at))
-            .collect();
+        let bs = self.geo.block_bytes();
+        let cb = self.geo.chunk_bytes() as u64;
+        let mut logged = Vec::with_capacity(plans.len());
         for p in plans.iter_mut() {
-            let len = (p.hi - p.lo) * bs;
+            let len = (p.hi - p.lo) as usize * bs;
             let (stripe, lo, hi) = (p.stripe.0, p.lo, p.hi);
-            let pm = self.geo.parity_member(p.stripe).0;
-            let fr = p.log.as_ref().and_then(|(_, f)| f_rows(p, *f));
             let Some((buf, f)) = p.log.as_mut() else {
                 continue;
-            };
-            let Some(slot) = next.iter_mut().find(|(r, _, _)| *r == pm) else {
-                return Err(RaidError::State("log grant misses a member"));
-            };
-            let flen = fr.map_or(0, |(s, e)| (e - s) * bs);
-            let seq = slot.1;
-            slot.1 += 1;
-            let at = if PplLayout::fits_inline(len, flen) {
-                layout.header_offset(seq) + HEADER as u64
-            } else {
-                slot.2 += align_up(len) + align_up(flen);
-                slot.2 - align_up(len) - align_up(flen)
             };
             let fw = f.and_then(|f| p.writes.iter().find(|w| w.data_index == f));
             let entry = Entry {
                 epoch,
-                seq,
                 stripe,
                 lo,
                 hi,
-                f: f.zip(fr).map(|(f, (s, e))| (f, s, e)),
+                f: f.zip(fw).map(|(f, w)| (f, w.start, w.end)),
                 writes: p
                     .writes
                     .iter()
                     .map(|w| (w.data_index, w.start, w.end))
                     .collect(),
-                pp_at: at,
-                f_at: at + align_up(len),
-                pp_crc: crc32c(&buf[HEADER..HEADER + len as usize]),
+                pp_crc: crc32c(&buf[HEADER..HEADER + len]),
                 f_crc: fw.map_or(0, |w| crc32c(w.data)),
             };
-            entry
-                .encode_into(&mut buf[..HEADER])
-                .ok_or(RaidError::State("log entry with too many writes"))?;
-            places.push((layout.header_offset(seq), at, at + align_up(len)));
+            let Some(head) = entry.encode() else { continue };
+            buf[..HEADER].copy_from_slice(&head);
+            logged.push(p.stripe);
         }
+        let mut ops = Vec::new();
         let mut flush: Vec<usize> = Vec::new();
-        for p in plans.iter().filter(|p| p.log.is_some()) {
-            let pm = self.geo.parity_member(p.stripe).0;
-            if view.member(pm).is_some_and(|m| m.volatile_write_cache()) && !flush.contains(&pm) {
-                flush.push(pm);
+        for p in plans.iter() {
+            let Some((buf, f)) = &p.log else { continue };
+            if !logged.contains(&p.stripe) {
+                continue;
+            }
+            let pm = self.geo.parity_member(p.stripe);
+            let Some(m) = view.member(pm.0) else { continue };
+            let off = layout.slot_offset(&self.geo, p.stripe);
+            let len = (p.hi - p.lo) as usize * bs;
+            ops.push(MemberOp::write(pm, m, off, &buf[..HEADER + len]));
+            if let Some(fw) = f.and_then(|f| p.writes.iter().find(|w| w.data_index == f)) {
+                ops.push(MemberOp::write(pm, m, off + HEADER as u64 + cb, fw.data));
+            }
+            if m.volatile_write_cache() && !flush.contains(&pm.0) {
+                flush.push(pm.0);
             }
         }
-        // Every entry one write from its own buffer (inline, no rows of the missing chunk):
-        // hand them to the group commit, which submits them with other rounds' entries.
-        let batchable = plans.iter().filter(|p| p.log.is_some()).zip(&places).all(
-            |(p, &(head_at, pp_at, _))| {
-                pp_at == head_at + HEADER as u64
-                    && p.log.as_ref().is_some_and(|(_, f)| f_rows(p, *f).is_none())
-            },
-        );
-        if batchable {
-            if !self.log_batched(exec, view, plans, &places)? {
-                return Ok(None);
+        exec.execute(&mut ops);
+        if ops.iter().any(|op| !matches!(op.result, Some(Ok(())))) {
+            // Some entries may be on media, some not: what the slots hold is unknown again.
+            for p in plans.iter().filter(|p| p.log.is_some()) {
+                let pm = self.geo.parity_member(p.stripe).0;
+                self.flush_gates[pm].forget_slot(layout.slot(&self.geo, p.stripe));
             }
-        } else if !self.log_direct(exec, view, plans, &places)? {
-            return Ok(None);
+        }
+        if self.fail_from(&mut ops)? {
+            return Ok(false);
         }
         // One cache flush per member that got entries (shared with concurrent requests
         // through the member's flush gate): the log is on media before any data or parity
@@ -439,94 +410,16 @@ impl Array {
         for role in flush {
             if let Some(m) = view.member(role) {
                 if let Err(e) = self.flush_gates[role].flush(m) {
+                    for p in plans.iter().filter(|p| p.log.is_some()) {
+                        let pm = self.geo.parity_member(p.stripe).0;
+                        self.flush_gates[pm].forget_slot(layout.slot(&self.geo, p.stripe));
+                    }
                     self.fail_member(MemberIdx(role), m, &e)?;
-                    return Ok(None);
+                    return Ok(false);
                 }
             }
         }
-        Ok(Some(grant))
-    }
-
-    /// The log writes of a round through the group commit ([`super::ppl_batch`]): each
-    /// entry's buffer goes in and comes back. `Ok(false)` when a member failed.
-    fn log_batched<E: Executor + ?Sized>(
-        &self,
-        exec: &mut E,
-        view: &View,
-        plans: &mut [Plan<'_>],
-        places: &[(u64, u64, u64)],
-    ) -> Result<bool, RaidError> {
-        let bs = self.geo.block_bytes();
-        let mut writes = Vec::with_capacity(places.len());
-        let mut owners = Vec::with_capacity(places.len());
-        for (i, p) in plans.iter_mut().enumerate() {
-            let pm = self.geo.parity_member(p.stripe);
-            let Some(member) = view.members[pm.0].clone() else {
-                continue;
-            };
-            let Some((buf, f)) = p.log.take() else {
-                continue;
-            };
-            let Some(&(head_at, _, _)) = places.get(owners.len()) else {
-                p.log = Some((buf, f));
-                return Err(RaidError::State("log entry without a place"));
-            };
-            owners.push((i, f));
-            writes.push(ppl_batch::LogWrite {
-                role: pm,
-                member,
-                at: head_at,
-                len: HEADER + (p.hi - p.lo) as usize * bs,
-                buf,
-            });
-        }
-        let roles: Vec<(MemberIdx, Arc<dyn Member>)> =
-            writes.iter().map(|w| (w.role, w.member.clone())).collect();
-        let done = self.ppl_batch.write(exec, writes);
-        let mut failed = Vec::new();
-        for (((i, f), w), (role, member)) in owners.into_iter().zip(done).zip(roles) {
-            if let Some(p) = plans.get_mut(i) {
-                p.log = Some((w.buf, f));
-            }
-            if let Err(e) = w.result {
-                failed.push((role, member, e));
-            }
-        }
-        let any = !failed.is_empty();
-        for (role, member, e) in failed {
-            self.fail_member(role, &*member, &e)?;
-        }
-        Ok(!any)
-    }
-
-    /// The log writes of a round, submitted by this caller. `Ok(false)` when a member failed.
-    fn log_direct<E: Executor + ?Sized>(
-        &self,
-        exec: &mut E,
-        view: &View,
-        plans: &[Plan<'_>],
-        places: &[(u64, u64, u64)],
-    ) -> Result<bool, RaidError> {
-        let bs = self.geo.block_bytes() as u64;
-        let mut ops = Vec::new();
-        for (p, &(head_at, pp_at, f_at)) in plans.iter().filter(|p| p.log.is_some()).zip(places) {
-            let Some((buf, f)) = &p.log else { continue };
-            let pm = self.geo.parity_member(p.stripe);
-            let Some(m) = view.member(pm.0) else { continue };
-            let len = (p.hi - p.lo) as usize * bs as usize;
-            if pp_at == head_at + HEADER as u64 {
-                // Inline: header and partial parity in one write.
-                ops.push(MemberOp::write(pm, m, head_at, &buf[..HEADER + len]));
-            } else {
-                ops.push(MemberOp::write(pm, m, head_at, &buf[..HEADER]));
-                ops.push(MemberOp::write(pm, m, pp_at, &buf[HEADER..HEADER + len]));
-            }
-            if let Some(fw) = f.and_then(|f| p.writes.iter().find(|w| w.data_index == f)) {
-                ops.push(MemberOp::write(pm, m, f_at, fw.data));
-            }
-        }
-        exec.execute(&mut ops);
-        Ok(!self.fail_from(&mut ops)?)
+        Ok(true)
     }
 
     fn plan<'d>(
@@ -535,7 +428,7 @@ impl Array {
         stripe: StripeIdx,
         writes: &[ChunkWrite<'d>],
         force_rcw: bool,
-        log: Option<Option<usize>>,
+        log: Option<(Option<usize>, bool)>,
     ) -> Result<Plan<'d>, RaidError> {
         let geo = &self.geo;
         let dm = geo.data_members();
@@ -588,21 +481,18 @@ impl Array {
         let parity = (mode != Mode::DataOnly).then(|| self.take_scratch());
         // A write that modifies only the missing chunk writes parity alone: each parity block
         // lands old or new, and either way matches the untouched chunks, so a crash cannot
-        // corrupt what the write did not touch — no entry needed. Unless a surviving header
-        // may hold an earlier entry for this stripe: replaying that one after this write would
-        // bring the missing chunk's rows back to before it; a newer entry replays after it.
+        // corrupt what the write did not touch — no entry needed. Unless the slot may hold an
+        // earlier entry for this stripe: replaying that one after this write would bring the
+        // missing chunk's rows back to before it; writing the new entry replaces it.
         let parity_only = !missing.is_empty()
             && writes
                 .iter()
                 .all(|w| !view.usable(geo.data_member(stripe, w.data_index).0, stripe));
-        let may_hold = || {
-            self.ppl_rings
-                .as_ref()
-                .is_none_or(|r| r.may_hold(pm, stripe.0))
-        };
         let log = log
-            .filter(|_| mode != Mode::DataOnly && (!parity_only || may_hold()))
-            .map(|f| (self.take_log_scratch(), f));
+            .filter(|&(_, slot_elsewhere)| {
+                mode != Mode::DataOnly && !(parity_only && slot_elsewhere)
+            })
+            .map(|(f, _)| (self.take_log_scratch(), f));
         Ok(Plan {
             stripe,
             writes: writes.to_vec(),
