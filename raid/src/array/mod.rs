@@ -570,7 +570,26 @@ impl Array {
             }
             return Ok(());
         }
+        // Writes that completed before this point were planned with `role` present (not
+        // logged, or logged under the old epoch): make them durable on the other members
+        // before a superblock says `role` is gone. Otherwise a power cut could keep that
+        // superblock while a cache lost part of a stripe's write (data without parity), and
+        // `role`'s rows there would reconstruct wrong (found by the model test: a failed
+        // read, then a cut during the flushes of the superblock update).
+        let mut unflushed = Vec::new();
+        for (r, slot) in st.slots.iter().enumerate().filter(|(r, _)| *r != role.0) {
+            let Some(m) = slot.member.as_ref().filter(|m| m.volatile_write_cache()) else {
+                continue;
+            };
+            if let Err(e) = m.flush() {
+                unflushed.push((r, e.to_string()));
+            }
+        }
         self.fail_locked(&mut st, role.0, &cause.to_string())?;
+        // A member that cannot flush may have lost writes: it is gone too.
+        for (r, c) in unflushed {
+            self.fail_locked(&mut st, r, &c)?;
+        }
         self.persist(&mut st)
     }
 
