@@ -8,7 +8,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-stage() { printf '\n=== %s ===\n' "$*"; }
+# Each stage header says how much disk is left, so a run that dies of a full disk says so early.
+stage() {
+  printf '\n=== %s ===\n' "$*"
+  df -h --output=avail,target "$root" 2>/dev/null | awk 'NR==2 {print "disk: " $1 " free on " $2}' || true
+}
 
 stage setup
 if [ "${RAIDLINE_SKIP_LAB:-0}" = 1 ]; then deploy/setup.sh; else deploy/setup.sh --lab; fi
