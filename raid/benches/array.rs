@@ -98,7 +98,9 @@ fn paired_cost(
         };
         let mut rate = [0f64; 2];
         for enabled in order {
-            array.set_write_hole_protection(enabled);
+            array
+                .set_write_hole_protection(enabled)
+                .expect("switch the log");
             let f0 = FLUSHES.load(std::sync::atomic::Ordering::Relaxed);
             let (n, s) = run(enabled);
             if enabled {
@@ -111,7 +113,9 @@ fn paired_cost(
         }
         costs.push(1.0 - rate[0] / rate[1]);
     }
-    array.set_write_hole_protection(true);
+    array
+        .set_write_hole_protection(true)
+        .expect("switch the log on");
     let shown = costs.iter().map(|c| format!("{:.0}%", c * 100.0)).collect();
     costs.sort_by(f64::total_cmp);
     (

@@ -287,6 +287,10 @@ pub enum RaidError {
         #[source]
         source: MemberError,
     },
+    /// A device being added (spare, hot-replace member) failed while its metadata area was
+    /// being prepared; it was not added.
+    #[error("preparing the new member: {0}")]
+    NewMember(#[source] MemberError),
     /// Creating an array needs members of at least this many bytes.
     #[error("member {member} is too small ({size} bytes) for the metadata area")]
     MemberTooSmall {
@@ -335,6 +339,7 @@ impl RaidError {
             RaidError::ArrayFailed { .. }
             | RaidError::Member { .. }
             | RaidError::MemberTooSmall { .. }
+            | RaidError::NewMember(_)
             | RaidError::Assemble { .. } => ErrorClass::Unavailable,
             RaidError::Parity(_) | RaidError::Superblock(_) | RaidError::State(_) => {
                 ErrorClass::Internal

@@ -36,6 +36,11 @@ const ROLE_REPLACEMENT: u32 = 0x4000_0000;
 /// Role flag: the member held role `r` (low bits) until a replacement took it over.
 const ROLE_FORMER: u32 = 0x2000_0000;
 
+/// Log flag: the partial-parity log is switched off (writes are not logged).
+const PPL_OFF: u32 = 1;
+/// Log flag: writes not logged under the current epoch may still have been in flight.
+const PPL_UNCOVERED: u32 = 2;
+
 /// Field offsets within the superblock.
 mod field {
     pub const MAGIC: usize = 0x000;
@@ -65,6 +70,9 @@ mod field {
     pub const REPLACE_CHECKPOINT: usize = 0x0A8;
     /// Member UUID of the replacement.
     pub const REPLACE_UUID: usize = 0x0B0;
+    /// Partial-parity-log flags: [`super::PPL_OFF`], [`super::PPL_UNCOVERED`]. Zero (log on,
+    /// covered) in superblocks written before the flags existed, which is what they meant.
+    pub const PPL_FLAGS: usize = 0x0C0;
     /// One byte per role: [`super::SlotState`].
     pub const ROLE_STATES: usize = 0x100;
     /// 16 bytes per role: the member UUID holding that role.
@@ -199,6 +207,12 @@ pub struct Superblock {
     pub resync_checkpoint: Option<u64>,
     /// Partial-parity-log epoch: log entries of other epochs are void.
     pub ppl_epoch: u64,
+    /// The partial-parity log is switched off (an administrator's choice, kept across
+    /// restarts): degraded writes are not logged.
+    pub ppl_off: bool,
+    /// Since the epoch last changed, writes planned without the log (or under an older
+    /// epoch) may still have been in flight: the log does not cover an unclean stop now.
+    pub ppl_uncovered: bool,
     /// Hot replace in progress, if any.
     pub replace: Option<ReplaceRecord>,
     /// State of every role.
@@ -247,6 +261,11 @@ impl Superblock {
             self.resync_checkpoint.unwrap_or(u64::MAX),
         );
         put64(&mut b, field::PPL_EPOCH, self.ppl_epoch);
+        put32(
+            &mut b,
+            field::PPL_FLAGS,
+            (u32::from(self.ppl_off) * PPL_OFF) | (u32::from(self.ppl_uncovered) * PPL_UNCOVERED),
+        );
         if let Some(rep) = &self.replace {
             put32(&mut b, field::REPLACE_ROLE, rep.role as u32 + 1);
             put64(&mut b, field::REPLACE_CHECKPOINT, rep.next);
@@ -406,6 +425,8 @@ impl Superblock {
             rebuild,
             resync_checkpoint: (resync != u64::MAX).then_some(resync),
             ppl_epoch: get64(b, field::PPL_EPOCH),
+            ppl_off: get32(b, field::PPL_FLAGS) & PPL_OFF != 0,
+            ppl_uncovered: get32(b, field::PPL_FLAGS) & PPL_UNCOVERED != 0,
             replace,
             role_states,
             role_uuids: (0..members)
@@ -461,6 +482,8 @@ mod tests {
             rebuild: Some((1, 77)),
             resync_checkpoint: None,
             ppl_epoch: 5,
+            ppl_off: false,
+            ppl_uncovered: true,
             replace: Some(ReplaceRecord {
                 role: 3,
                 next: 1234,

@@ -11,8 +11,8 @@
 use std::sync::Arc;
 
 use raidline_raid::{
-    Array, ArrayBlock, ArrayConfig, BlockSize, ChunkSize, CpuXor, MemMember, Member, MemberIdx,
-    StripeIdx, SyncExecutor,
+    Array, ArrayBlock, ArrayConfig, AssembleOptions, BlockSize, ChunkSize, CpuXor, MemMember,
+    Member, MemberIdx, StripeIdx, SyncExecutor,
 };
 
 const MIB: usize = 1 << 20;
@@ -134,4 +134,137 @@ fn a_write_to_the_missing_chunk_alone_is_logged_when_its_slot_holds_its_own_stri
         got == new,
         "replay brought the missing chunk's old rows back"
     );
+}
+
+/// The disks (all but `failed`) as assembly candidates.
+fn survivors(disks: &[MemMember], failed: usize) -> Vec<Arc<dyn Member>> {
+    disks
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != failed)
+        .map(|(_, d)| Arc::new(d.clone()) as Arc<dyn Member>)
+        .collect()
+}
+
+fn read_block(array: &Array, stripe: u64, d: usize) -> Vec<u8> {
+    let at = array.geometry().logical_block(StripeIdx(stripe), d, 0);
+    let mut got = vec![0u8; 4096];
+    array.read(&mut SyncExecutor, at, &mut got).unwrap();
+    got
+}
+
+#[test]
+fn switching_the_log_off_voids_its_entries_and_an_unclean_stop_is_reported_exposed() {
+    let (disks, array, failed) = degraded();
+    let uuid = array.uuid();
+    let old_missing = read_block(&array, 0, 0);
+    // A logged write: stripe 0's slot holds an entry whose partial parity has data index 2's
+    // current rows.
+    write_chunk(&array, 0, 1, 30);
+    array.set_write_hole_protection(false).unwrap();
+    assert!(!array.write_hole_protected() && !array.write_hole_covered());
+    // An unlogged write to data index 2: replaying the old entry now would put parity out of
+    // step with it, and the missing chunk would read back wrong.
+    write_chunk(&array, 0, 2, 31);
+    drop(array);
+    let err = Array::assemble(
+        survivors(&disks, failed),
+        Some(uuid),
+        Arc::new(CpuXor::detect()),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("switched off") && err.contains("start_dirty_degraded"),
+        "{err}"
+    );
+    let opts = AssembleOptions {
+        expect: Some(uuid),
+        start_dirty_degraded: true,
+    };
+    let asm =
+        Array::assemble_with(survivors(&disks, failed), &opts, Arc::new(CpuXor::detect())).unwrap();
+    assert!(asm.write_hole_exposed);
+    // The setting is kept across the restart.
+    assert!(!asm.array.write_hole_protected());
+    assert!(
+        read_block(&asm.array, 0, 0) == old_missing,
+        "a void entry was replayed"
+    );
+}
+
+#[test]
+fn switching_the_log_back_on_covers_an_unclean_stop_again() {
+    let (disks, array, failed) = degraded();
+    let uuid = array.uuid();
+    let old_missing = read_block(&array, 0, 0);
+    array.set_write_hole_protection(false).unwrap();
+    let d2 = write_chunk(&array, 0, 2, 40);
+    array.set_write_hole_protection(true).unwrap();
+    // Nothing was in flight: it covers at once.
+    assert!(array.write_hole_protected() && array.write_hole_covered());
+    let d1 = write_chunk(&array, 0, 1, 41);
+    drop(array);
+    let asm = Array::assemble(
+        survivors(&disks, failed),
+        Some(uuid),
+        Arc::new(CpuXor::detect()),
+    )
+    .unwrap();
+    assert!(!asm.write_hole_exposed && asm.array.write_hole_protected());
+    assert!(read_block(&asm.array, 0, 0) == old_missing);
+    assert!(read_block(&asm.array, 0, 1) == d1 && read_block(&asm.array, 0, 2) == d2);
+}
+
+#[test]
+fn an_array_created_again_with_the_same_uuid_replays_nothing_of_the_old_one() {
+    let (disks, array, failed) = degraded();
+    let uuid = array.uuid();
+    // Entries of the old array, epoch 1, in the slots of stripes 0..8.
+    for stripe in 0..8 {
+        write_chunk(&array, stripe, 1, 50 + stripe);
+    }
+    drop(array);
+    // The same disks, the same UUID, other data, the same role missing: epoch 1 again.
+    let cfg = ArrayConfig {
+        chunk: ChunkSize::new(4096).unwrap(),
+        block: BlockSize::new(4096).unwrap(),
+        assume_clean: true,
+        uuid: Some(uuid),
+        ..ArrayConfig::default()
+    };
+    let arcs: Vec<Arc<dyn Member>> = disks
+        .iter()
+        .map(|d| Arc::new(d.clone()) as Arc<dyn Member>)
+        .collect();
+    let array = Array::create(arcs, vec![], &cfg, Arc::new(CpuXor::detect())).unwrap();
+    let fill = pattern(2, array.geometry().capacity_bytes() as usize);
+    array
+        .write(&mut SyncExecutor, ArrayBlock(0), &fill)
+        .unwrap();
+    array.set_faulty(MemberIdx(failed)).unwrap();
+    let blocks = |a: &Array| -> Vec<Vec<u8>> {
+        (0..8)
+            .flat_map(|s| (0..N - 1).map(move |d| (s, d)))
+            .map(|(s, d)| read_block(a, s, d))
+            .collect()
+    };
+    let want = blocks(&array);
+    drop(array);
+    let asm = Array::assemble(
+        survivors(&disks, failed),
+        Some(uuid),
+        Arc::new(CpuXor::detect()),
+    )
+    .unwrap();
+    assert!(!asm.write_hole_exposed);
+    let got = blocks(&asm.array);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            g == w,
+            "stripe {}, data index {}: an entry of the earlier array was replayed",
+            i / (N - 1),
+            i % (N - 1)
+        );
+    }
 }

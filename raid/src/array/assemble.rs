@@ -124,6 +124,19 @@ impl Array {
             }
             b
         };
+        // Zero the log area of every device: nothing an earlier array (even one created
+        // with the same UUID) left there may be replayed as this array's.
+        for (i, s) in slots.iter().enumerate() {
+            if let Some(m) = &s.member {
+                super::ppl::clear_area(&meta, &**m).map_err(|e| RaidError::Member {
+                    role: crate::geometry::MemberIdx(i),
+                    source: e,
+                })?;
+            }
+        }
+        for (m, _) in &spare_list {
+            super::ppl::clear_area(&meta, &**m).map_err(RaidError::NewMember)?;
+        }
         // Lay down the bitmap area on every member.
         let mut area = AlignedBuf::new(meta.bitmap_bytes as usize, 4096);
         area[..bits.len()].copy_from_slice(&bits);
@@ -147,6 +160,8 @@ impl Array {
             rebuild: None,
             resync,
             ppl_epoch: 0,
+            ppl_off: false,
+            ppl_uncovered: false,
             replace: None,
         };
         let array = Array::from_parts(geo, meta, uuid, parity, inner, Some(bits));
@@ -177,7 +192,8 @@ impl Array {
         Array {
             ppl: super::ppl::PplLayout::new(&meta, &geo),
             ppl_locks: locks::StripeLocks::default(),
-            ppl_enabled: AtomicBool::new(true),
+            inflight: Default::default(),
+            cover_due: AtomicBool::new(false),
             flush_gates: (0..geo.members()).map(|_| Default::default()).collect(),
             resync_gaps: AtomicBool::new(false),
             bitmap: bitmap::Bitmap::new(&meta, geo.stripes(), bits),
@@ -486,7 +502,19 @@ impl Array {
         let resync_pending = dirty && !degraded;
         let mut write_hole_exposed = dirty && degraded;
         let ppl_layout = super::ppl::PplLayout::new(&meta, &geo);
-        if write_hole_exposed && ppl_epoch == newest.ppl_epoch && ppl_layout.is_some() {
+        // Why the log cannot repair this stop, if it cannot.
+        let uncovered = if ppl_layout.is_none() {
+            Some("the chunk is too large for the log")
+        } else if newest.ppl_off {
+            Some("the log was switched off")
+        } else if newest.ppl_uncovered {
+            Some("writes planned before the log covered them were in flight")
+        } else if ppl_epoch != newest.ppl_epoch {
+            Some("another role went missing since")
+        } else {
+            None
+        };
+        if write_hole_exposed && uncovered.is_none() {
             // Degraded when it stopped, and nothing new went missing since: replay the log.
             if let [missing] = down_at_stop[..] {
                 let members: Vec<Option<Arc<dyn Member>>> =
@@ -495,6 +523,7 @@ impl Array {
                 super::ppl::recover(
                     &geo,
                     &meta,
+                    uuid,
                     &members,
                     newest.ppl_epoch,
                     missing,
@@ -515,9 +544,11 @@ impl Array {
                 .collect();
             return Err(RaidError::Assemble {
                 reason: format!(
-                    "unclean stop and role(s) {missing:?} missing with no log covering it: parity in \
-                     {dirty_regions} dirty bitmap region(s) may be torn, so the missing member's \
-                     data there may reconstruct wrong; start with start_dirty_degraded to accept"
+                    "unclean stop and role(s) {missing:?} missing with no log covering it ({}): \
+                     parity in {dirty_regions} dirty bitmap region(s) may be torn, so the missing \
+                     member's data there may reconstruct wrong; start with start_dirty_degraded \
+                     to accept",
+                    uncovered.unwrap_or("the role went missing at this assembly")
                 ),
                 refused,
             });
@@ -531,6 +562,9 @@ impl Array {
             rebuild,
             resync: if resync_pending { Some(0) } else { None },
             ppl_epoch,
+            ppl_off: newest.ppl_off,
+            // Nothing is in flight at assembly.
+            ppl_uncovered: false,
             replace,
         };
         let array = Array::from_parts(geo, meta, uuid, parity, inner, Some(bits));

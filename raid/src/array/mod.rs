@@ -160,8 +160,14 @@ pub(crate) struct Inner {
     pub rebuild: Option<(usize, u64)>,
     /// First stripe not yet resynced (full resync after creation), if one is pending.
     pub resync: Option<u64>,
-    /// Partial-parity-log epoch; changes whenever the set of missing roles changes.
+    /// Partial-parity-log epoch; changes whenever the set of missing roles changes, and
+    /// when the log is switched on or off.
     pub ppl_epoch: u64,
+    /// The log is switched off (persisted).
+    pub ppl_off: bool,
+    /// Rounds planned under an older epoch may still be writing: the log does not cover an
+    /// unclean stop until they are done (persisted; see [`ppl::Inflight`]).
+    pub ppl_uncovered: bool,
     /// Hot replace in progress (only while every role is Active and no rebuild runs).
     pub replace: Option<Replacing>,
 }
@@ -274,7 +280,10 @@ pub struct Array {
     counters: Counters,
     ppl: Option<ppl::PplLayout>,
     ppl_locks: locks::StripeLocks,
-    ppl_enabled: AtomicBool,
+    /// Write rounds in flight per log epoch.
+    inflight: ppl::Inflight,
+    /// `Inner::ppl_uncovered` is set and waits for older rounds to finish.
+    cover_due: AtomicBool,
     /// Per role: group commit of the log's cache flushes.
     flush_gates: Vec<flush::FlushGate>,
     /// A resync skipped stripes (a member went missing): stop clearing bitmap bits.
@@ -365,13 +374,60 @@ impl Array {
     /// cannot corrupt blocks the interrupted write did not touch. False when switched off or
     /// when the chunk is too large for the log area (more than 256 KiB).
     pub fn write_hole_protected(&self) -> bool {
-        self.ppl.is_some() && self.ppl_enabled.load(Ordering::Relaxed)
+        self.ppl.is_some() && !self.read_state().ppl_off
     }
 
     /// Switches the partial-parity log on or off (on by default; off only to measure its cost
-    /// or when the risk is accepted).
-    pub fn set_write_hole_protection(&self, on: bool) {
-        self.ppl_enabled.store(on, Ordering::Relaxed);
+    /// or when the risk is accepted). The setting is persisted in the superblocks and kept
+    /// across restarts. Either way the log epoch advances, so entries written before are
+    /// void. Switching off: an unclean stop while degraded is then reported as exposed (no
+    /// replay). Switching on: the superblocks say the log covers an unclean stop only once
+    /// the writes planned before the switch are done (they were not logged).
+    pub fn set_write_hole_protection(&self, on: bool) -> Result<(), RaidError> {
+        {
+            let mut st = self.write_state();
+            if st.ppl_off != on {
+                return Ok(());
+            }
+            st.ppl_off = !on;
+            st.ppl_epoch += 1;
+            // Rounds already writing were planned under the old setting.
+            st.ppl_uncovered = self.inflight.older_than(st.ppl_epoch);
+            self.cover_due.store(st.ppl_uncovered, Ordering::SeqCst);
+            self.persist(&mut st)?;
+        }
+        self.maybe_cover()
+    }
+
+    /// Whether the log currently covers an unclean stop: switched on, and no write planned
+    /// without it (or under an older epoch) may still be in flight.
+    pub fn write_hole_covered(&self) -> bool {
+        let st = self.read_state();
+        self.ppl.is_some() && !st.ppl_off && !st.ppl_uncovered
+    }
+
+    /// Once no write round of an older log epoch is in flight, records (persisted) that the
+    /// log covers an unclean stop again. Cheap when nothing is due.
+    pub(crate) fn maybe_cover(&self) -> Result<(), RaidError> {
+        if !self.cover_due.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let mut st = self.write_state();
+        if !st.ppl_uncovered || st.ppl_off {
+            self.cover_due.store(false, Ordering::SeqCst);
+            return Ok(());
+        }
+        // Rounds enter the registry under the state lock, so none can appear with an older
+        // epoch while this write lock is held.
+        if st.failed.is_some() || self.inflight.older_than(st.ppl_epoch) {
+            return Ok(());
+        }
+        st.ppl_uncovered = false;
+        self.persist(&mut st)?;
+        if !st.ppl_uncovered {
+            self.cover_due.store(false, Ordering::SeqCst);
+        }
+        Ok(())
     }
 
     /// Whether the array stopped after losing two members.
@@ -433,9 +489,39 @@ impl Array {
         self.state.write().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether `member` (the same object, or a device of the same name) already serves the
+    /// array: a role, a spare, or the hot-replace member.
+    pub(crate) fn holds_device(st: &Inner, member: &Arc<dyn Member>) -> bool {
+        st.slots
+            .iter()
+            .filter_map(|s| s.member.as_ref())
+            .chain(st.spares.iter().map(|(m, _)| m))
+            .chain(st.replace.as_ref().map(|r| &r.member))
+            .any(|m| Arc::ptr_eq(m, member) || m.name() == member.name())
+    }
+
     /// Snapshot for one request; fails when the array has stopped.
     pub(crate) fn view(&self) -> Result<View, RaidError> {
+        Self::view_of(&self.read_state())
+    }
+
+    /// Snapshot for one write round, with the log epoch and whether the log is on, taken
+    /// together under one state lock.
+    pub(crate) fn write_view(&self) -> Result<(View, u64, bool), RaidError> {
         let st = self.read_state();
+        Ok((Self::view_of(&st)?, st.ppl_epoch, !st.ppl_off))
+    }
+
+    /// Before a round planned under log epoch `epoch` writes anything: registers it in
+    /// flight under that epoch (until the guard drops), or `None` when the epoch changed since
+    /// the round was planned (then it must plan again). Under the state lock, so a change of
+    /// epoch sees every round that may write under the old one.
+    pub(crate) fn enter_writes(&self, epoch: u64) -> Option<ppl::InflightGuard<'_>> {
+        let st = self.read_state();
+        (st.ppl_epoch == epoch).then(|| self.inflight.enter(epoch))
+    }
+
+    fn view_of(st: &Inner) -> Result<View, RaidError> {
         if let Some((failed, cause)) = &st.failed {
             return Err(RaidError::ArrayFailed {
                 failed: failed.clone(),
@@ -530,7 +616,9 @@ impl Array {
             ));
         }
         self.fail_locked(&mut st, role.0, "set faulty by the administrator")?;
-        self.persist(&mut st)
+        self.persist(&mut st)?;
+        drop(st);
+        self.maybe_cover()
     }
 
     /// Marks `role` failed after `cause` on `member`, persisting that in the survivors'
@@ -590,7 +678,11 @@ impl Array {
         for (r, c) in unflushed {
             self.fail_locked(&mut st, r, &c)?;
         }
-        self.persist(&mut st)
+        self.persist(&mut st)?;
+        drop(st);
+        // Covers at once when no write round is in flight (an administrator's fail); else
+        // the last round of the old epoch does it when it ends.
+        self.maybe_cover()
     }
 
     fn fail_locked(&self, st: &mut Inner, role: usize, cause: &str) -> Result<(), RaidError> {
@@ -612,6 +704,12 @@ impl Array {
         st.slots[role].state = SlotState::Failed;
         st.slots[role].member = None;
         st.ppl_epoch += 1;
+        // Rounds writing now were planned with `role` present (not logged, or logged under
+        // the old epoch): until they are done, an unclean stop is not covered.
+        if self.inflight.older_than(st.ppl_epoch) {
+            st.ppl_uncovered = true;
+            self.cover_due.store(true, Ordering::SeqCst);
+        }
         match st.replace.take() {
             // The replaced member failed mid-copy: the new member holds every stripe below
             // the copy checkpoint (once flushed), so it becomes the role's rebuild target
@@ -671,6 +769,8 @@ impl Array {
             rebuild: st.rebuild,
             resync_checkpoint: st.resync,
             ppl_epoch: st.ppl_epoch,
+            ppl_off: st.ppl_off,
+            ppl_uncovered: st.ppl_uncovered,
             replace: st.replace.as_ref().map(|r| ReplaceRecord {
                 role: r.role,
                 next: r.next,

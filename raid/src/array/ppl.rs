@@ -42,21 +42,35 @@
 //! slot may still hold an entry for the same stripe (unknown since the array started, or
 //! known to be this stripe's), whose replay would undo it: then it is logged as usual.
 //!
+//! Whose entries: every header carries the array UUID (entries of another array, or of an
+//! older format without it, are never replayed), and the log area of a device is zeroed
+//! before a superblock first names it (create, spare, hot-replace member), so an earlier life
+//! of the same array (re-created with the same UUID) leaves nothing behind either.
+//!
+//! When the log covers: the superblock records whether the log is switched off and whether
+//! writes that were not logged under the current epoch may still be in flight ("uncovered":
+//! set by every epoch change, cleared and persisted once the rounds of older epochs are done,
+//! see [`Inflight`]). Recovery replays only a covered epoch with the log on; otherwise an
+//! unclean degraded stop is reported as exposed, as without a log.
+//!
 //! Needs at least three slots (`chunk <= 256 KiB` with the default 960 KiB area); otherwise
 //! the array runs without the log and says so ([`super::Array::write_hole_protected`]).
 
-use crate::error::RaidError;
+use crate::error::{MemberError, RaidError};
 use crate::geometry::{Geometry, MemberIdx, StripeIdx};
 use crate::member::{AlignedBuf, Member};
-use crate::superblock::crc32c;
+use crate::superblock::{crc32c, Uuid};
 
 use super::MetaLayout;
 
-const MAGIC: [u8; 8] = *b"RLPPL\0\0\x01";
+/// Format 2: the header carries the array UUID (format 1 entries, without it, are ignored).
+const MAGIC: [u8; 8] = *b"RLPPL\0\0\x02";
 pub(crate) const HEADER: usize = 4096;
+/// Where the array UUID sits in the header (before the CRC).
+const UUID_AT: usize = HEADER - 4 - 16;
 /// Most modified chunks per entry (one per data member); 88 + 24 × 64 bytes fit the header.
 const MAX_WRITES: usize = crate::MAX_MEMBERS;
-const _: () = assert!(88 + 24 * MAX_WRITES <= HEADER - 4);
+const _: () = assert!(88 + 24 * MAX_WRITES <= UUID_AT);
 const NO_F: u32 = u32::MAX;
 
 /// Where the log slots are.
@@ -97,6 +111,8 @@ impl PplLayout {
 /// One log entry's header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Entry {
+    /// The array the entry belongs to.
+    pub array: Uuid,
     pub epoch: u64,
     pub stripe: u64,
     pub lo: u64,
@@ -139,6 +155,7 @@ impl Entry {
             put(&mut b, s);
             put(&mut b, e);
         }
+        b[UUID_AT..UUID_AT + 16].copy_from_slice(&self.array.0);
         let crc = crc32c(&b[..HEADER - 4]);
         b[HEADER - 4..].copy_from_slice(&crc.to_le_bytes());
         Some(b)
@@ -169,7 +186,10 @@ impl Entry {
         }
         let writes = (0..n).map(|_| (get() as usize, get(), get())).collect();
         let f = (fi != u64::from(NO_F)).then_some((fi as usize, fs, fe));
+        let mut array = [0u8; 16];
+        array.copy_from_slice(&b[UUID_AT..UUID_AT + 16]);
         Some(Entry {
+            array: Uuid(array),
             epoch,
             stripe,
             lo,
@@ -182,13 +202,74 @@ impl Entry {
     }
 }
 
-/// Applies the valid log entries found on `members` (roles in order; `None` = missing)
-/// for epoch `epoch`, with `missing` the role that was missing when they were written.
+/// Zeroes `member`'s log area (every slot), then flushes it: done before a superblock first
+/// names a device as a member of an array, so nothing from an earlier life is replayed.
+pub(crate) fn clear_area(meta: &MetaLayout, member: &dyn Member) -> Result<(), MemberError> {
+    if meta.ppl_bytes == 0 {
+        return Ok(());
+    }
+    let zeros = AlignedBuf::new(meta.ppl_bytes as usize, 4096);
+    member.write_at(meta.ppl_offset, &zeros)?;
+    member.flush()
+}
+
+/// Write rounds in flight, counted per partial-parity-log epoch they were planned under.
+/// A round enters while it holds the array's state lock (so it plans with the epoch it
+/// registers); the superblock may say "covered" only when no round of an older epoch is left:
+/// those may have planned without the log and still be writing.
+#[derive(Debug, Default)]
+pub(crate) struct Inflight(std::sync::Mutex<Vec<(u64, usize)>>);
+
+impl Inflight {
+    fn rounds(&self) -> std::sync::MutexGuard<'_, Vec<(u64, usize)>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers a round planned under `epoch` until the guard drops.
+    pub(crate) fn enter(&self, epoch: u64) -> InflightGuard<'_> {
+        let mut r = self.rounds();
+        match r.iter_mut().find(|(e, _)| *e == epoch) {
+            Some((_, n)) => *n += 1,
+            None => r.push((epoch, 1)),
+        }
+        InflightGuard { reg: self, epoch }
+    }
+
+    /// Whether a round planned under an epoch older than `epoch` is still in flight.
+    pub(crate) fn older_than(&self, epoch: u64) -> bool {
+        self.rounds().iter().any(|&(e, n)| e < epoch && n > 0)
+    }
+}
+
+/// A registered round (see [`Inflight::enter`]).
+#[derive(Debug)]
+pub(crate) struct InflightGuard<'a> {
+    reg: &'a Inflight,
+    epoch: u64,
+}
+
+impl Drop for InflightGuard<'_> {
+    fn drop(&mut self) {
+        let mut r = self.reg.rounds();
+        if let Some(i) = r.iter().position(|(e, _)| *e == self.epoch) {
+            r[i].1 -= 1;
+            if r[i].1 == 0 {
+                r.swap_remove(i);
+            }
+        }
+    }
+}
+
+/// Applies the valid log entries of array `array` found on `members` (roles in order;
+/// `None` = missing) for epoch `epoch`, with `missing` the role that was missing when they
+/// were written.
 /// Stripes below `valid_below` (the rebuild checkpoint, for a role being rebuilt) are
 /// resynced from all members instead. Returns the number of stripes repaired.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn recover(
     geo: &Geometry,
     meta: &MetaLayout,
+    array: Uuid,
     members: &[Option<std::sync::Arc<dyn Member>>],
     epoch: u64,
     missing: usize,
@@ -215,7 +296,8 @@ pub(crate) fn recover(
                 continue;
             };
             let stripe = StripeIdx(entry.stripe);
-            if entry.epoch != epoch
+            if entry.array != array
+                || entry.epoch != epoch
                 || entry.stripe >= geo.stripes()
                 || geo.parity_member(stripe).0 != role
                 || layout.slot(geo, stripe) != slot
@@ -339,6 +421,7 @@ mod tests {
     #[test]
     fn header_round_trip_and_corruption() {
         let e = Entry {
+            array: Uuid([7; 16]),
             epoch: 3,
             stripe: 77,
             lo: 1,
@@ -356,5 +439,27 @@ mod tests {
         assert_eq!(Entry::decode(&bad), None);
         assert_eq!(Entry::decode(&[0u8; HEADER]), None);
         assert_eq!(Entry::decode(&b[..100]), None);
+        // Format 1 (no array UUID) is not read.
+        let mut v1 = AlignedBuf::new(HEADER, 4096);
+        v1.copy_from_slice(&b);
+        v1[7] = 1;
+        let crc = crc32c(&v1[..HEADER - 4]);
+        v1[HEADER - 4..].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(Entry::decode(&v1), None);
+    }
+
+    #[test]
+    fn inflight_counts_rounds_per_epoch() {
+        let reg = Inflight::default();
+        let a = reg.enter(3);
+        let b = reg.enter(3);
+        let c = reg.enter(5);
+        assert!(reg.older_than(5) && !reg.older_than(3));
+        drop(a);
+        assert!(reg.older_than(4));
+        drop(b);
+        assert!(!reg.older_than(5) && reg.older_than(6));
+        drop(c);
+        assert!(!reg.older_than(u64::MAX));
     }
 }

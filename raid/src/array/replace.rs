@@ -70,10 +70,17 @@ impl Array {
             });
         }
         let uuid = Uuid::random()?;
+        // Checked again under the lock below; checked first so that nothing is written to a
+        // device the array already uses.
+        if Self::holds_device(&self.read_state(), &member) {
+            return Err(RaidError::State("the new member is already in the array"));
+        }
         // Its bitmap area is read if it ever holds the role: start it from the current bits
         // (before the state lock: the bitmap's lock comes first).
         self.write_bitmap_copy(&*member)
             .map_err(|source| RaidError::Member { role, source })?;
+        // Nothing in its log area may be replayed once it holds the role.
+        super::ppl::clear_area(&self.meta, &*member).map_err(RaidError::NewMember)?;
         let mut st = self.write_state();
         if st.failed.is_some() {
             return Err(RaidError::State("array has failed"));
@@ -89,13 +96,7 @@ impl Array {
                 "array is degraded: add a spare to rebuild the missing role first",
             ));
         }
-        let in_use = st
-            .slots
-            .iter()
-            .filter_map(|s| s.member.as_ref())
-            .chain(st.spares.iter().map(|(m, _)| m))
-            .any(|m| Arc::ptr_eq(m, &member) || m.name() == member.name());
-        if in_use {
+        if Self::holds_device(&st, &member) {
             return Err(RaidError::State("the new member is already in the array"));
         }
         st.replace = Some(Replacing {

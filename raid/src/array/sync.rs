@@ -233,9 +233,18 @@ impl Array {
             });
         }
         let uuid = crate::superblock::Uuid::random()?;
+        if Self::holds_device(&self.read_state(), &member) {
+            return Err(RaidError::State("the device is already in the array"));
+        }
+        // Before any superblock names it: its log area must not hold entries of another
+        // array, or of an earlier life of this one.
+        super::ppl::clear_area(&self.meta, &*member).map_err(RaidError::NewMember)?;
         let mut st = self.write_state();
         if st.failed.is_some() {
             return Err(RaidError::State("array has failed"));
+        }
+        if Self::holds_device(&st, &member) {
+            return Err(RaidError::State("the device is already in the array"));
         }
         st.spares.push((member, uuid));
         Self::take_spare(&mut st);

@@ -803,8 +803,11 @@ fn concurrent_io_with_failures_rebuilds_and_scrubs() {
                     }
                     let mut buf = vec![0u8; 512];
                     let _ = a.read(&mut SyncExecutor, ArrayBlock(0), &mut buf);
-                    a.add_spare(Arc::new(MemMember::new("spare", MIB + 16 * 4096)))
-                        .unwrap();
+                    a.add_spare(Arc::new(MemMember::new(
+                        &format!("spare{round}"),
+                        MIB + 16 * 4096,
+                    )))
+                    .unwrap();
                     while let Some(p) = a.rebuild_step(&mut SyncExecutor, 2).unwrap() {
                         if p.finished {
                             break;
@@ -1446,4 +1449,299 @@ fn torn_hand_over_leaves_the_new_member_holding_the_role() {
     assert_eq!(read_all(&a).unwrap(), model);
     a.set_faulty(MemberIdx(0)).unwrap();
     assert_eq!(read_all(&a).unwrap(), model);
+}
+
+// ---- Whose log entries are replayed, and when the log covers ----
+
+/// Writes a CRC-valid log entry for `stripe` (data index `d` modified, the whole chunk, a
+/// partial parity of noise) into `disk`'s slot for it, as array `owner` at `epoch` would.
+fn poke_entry(disk: &MemMember, a: &Array, owner: Uuid, epoch: u64, stripe: u64, d: usize) {
+    let layout = ppl::PplLayout::new(&a.meta, &a.geo).unwrap();
+    let rows = a.geo.chunk_blocks();
+    let pp = pattern(999, rows as usize * a.geo.block_bytes());
+    let entry = ppl::Entry {
+        array: owner,
+        epoch,
+        stripe,
+        lo: 0,
+        hi: rows,
+        f: None,
+        writes: vec![(d, 0, rows)],
+        pp_crc: crate::superblock::crc32c(&pp),
+        f_crc: 0,
+    };
+    let off = layout.slot_offset(&a.geo, StripeIdx(stripe)) as usize;
+    disk.poke(off, &entry.encode().unwrap());
+    disk.poke(off + ppl::HEADER, &pp);
+}
+
+/// Every data block of stripes `0..8`.
+fn first_stripes(a: &Array) -> Vec<u8> {
+    let bytes = 8 * a.geometry().stripe_data_blocks() as usize * a.geometry().block_bytes();
+    let mut buf = vec![0u8; bytes];
+    a.read(&mut SyncExecutor, ArrayBlock(0), &mut buf).unwrap();
+    buf
+}
+
+/// A write in bitmap region 0 away from stripe 0's slots (so an unclean stop is dirty there).
+fn dirty_region_zero(a: &Array) {
+    let at = a.geometry().logical_block(StripeIdx(5), 0, 0);
+    a.write(&mut SyncExecutor, at, &pattern(5, 4096)).unwrap();
+}
+
+/// Drops `r`'s array uncleanly and assembles `disks`; returns stripes `0..8` afterwards.
+fn restart(array: Array, disks: &[&MemMember]) -> Vec<u8> {
+    drop(array);
+    let cands = disks
+        .iter()
+        .map(|m| Arc::new((*m).clone()) as Arc<dyn Member>)
+        .collect();
+    let asm = Array::assemble(cands, None, Arc::new(CpuXor::detect())).unwrap();
+    assert!(!asm.write_hole_exposed);
+    first_stripes(&asm.array)
+}
+
+#[test]
+fn entries_of_another_array_are_not_replayed() {
+    let r = rig_stripes(4, 64);
+    let g = *r.array.geometry();
+    let f = g.data_member(StripeIdx(0), 0).0;
+    let p = g.parity_member(StripeIdx(0)).0;
+    r.array
+        .write(&mut SyncExecutor, ArrayBlock(0), &pattern(1, 64 * 3 * 4096))
+        .unwrap();
+    r.array.set_faulty(MemberIdx(f)).unwrap();
+    // A device that was in another array at the same epoch holds an entry for stripe 0.
+    poke_entry(&r.mems[p], &r.array, Uuid([0xAB; 16]), 1, 0, 1);
+    dirty_region_zero(&r.array);
+    let want = first_stripes(&r.array);
+    let disks: Vec<&MemMember> = r
+        .mems
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != f)
+        .map(|(_, m)| m)
+        .collect();
+    assert!(
+        restart(r.array, &disks) == want,
+        "another array's entry was replayed"
+    );
+}
+
+#[test]
+fn a_spare_brings_no_log_entries_into_the_array() {
+    let r = rig_stripes(4, 64);
+    let g = *r.array.geometry();
+    let q = g.data_member(StripeIdx(0), 0).0;
+    let p = g.parity_member(StripeIdx(0)).0;
+    r.array
+        .write(&mut SyncExecutor, ArrayBlock(0), &pattern(1, 64 * 3 * 4096))
+        .unwrap();
+    r.array.set_faulty(MemberIdx(p)).unwrap();
+    // The spare carries an entry of this very array's UUID for the epoch it will reach (an
+    // earlier life of the array, re-created with the same UUID).
+    let (spare, _, arc) = new_disk("spare", 64);
+    poke_entry(&spare, &r.array, r.array.uuid(), 3, 0, 1);
+    r.array.add_spare(arc).unwrap();
+    r.array
+        .run_rebuild(&mut SyncExecutor, &mut Throttle::new(None))
+        .unwrap();
+    r.array.set_faulty(MemberIdx(q)).unwrap();
+    dirty_region_zero(&r.array);
+    let want = first_stripes(&r.array);
+    let disks: Vec<&MemMember> = r
+        .mems
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != q && *i != p)
+        .map(|(_, m)| m)
+        .chain([&spare])
+        .collect();
+    assert!(
+        restart(r.array, &disks) == want,
+        "the spare's old entry was replayed"
+    );
+}
+
+#[test]
+fn a_hot_replace_member_brings_no_log_entries_into_the_array() {
+    let r = rig_stripes(4, 64);
+    let g = *r.array.geometry();
+    let q = g.data_member(StripeIdx(0), 0).0;
+    let p = g.parity_member(StripeIdx(0)).0;
+    r.array
+        .write(&mut SyncExecutor, ArrayBlock(0), &pattern(1, 64 * 3 * 4096))
+        .unwrap();
+    let (new, _, arc) = new_disk("new", 64);
+    poke_entry(&new, &r.array, r.array.uuid(), 1, 0, 1);
+    r.array.replace(MemberIdx(p), arc).unwrap();
+    r.array
+        .run_rebuild(&mut SyncExecutor, &mut Throttle::new(None))
+        .unwrap();
+    assert!(r.array.replace_status().is_none());
+    r.array.set_faulty(MemberIdx(q)).unwrap();
+    dirty_region_zero(&r.array);
+    let want = first_stripes(&r.array);
+    let disks: Vec<&MemMember> = r
+        .mems
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != q && *i != p)
+        .map(|(_, m)| m)
+        .chain([&new])
+        .collect();
+    assert!(
+        restart(r.array, &disks) == want,
+        "the new member's old entry was replayed"
+    );
+}
+
+/// (armed, inside, released) and its condition variable.
+type Gate = (Mutex<(bool, bool, bool)>, std::sync::Condvar);
+
+/// A member whose next write at or past `from` (once armed) stops until released: holds a
+/// write round in flight at a known point, without timing.
+#[derive(Debug)]
+struct GateMember {
+    inner: MemMember,
+    from: u64,
+    gate: Arc<Gate>,
+}
+
+impl GateMember {
+    fn wait(&self, what: impl Fn(&(bool, bool, bool)) -> bool) {
+        let (m, cv) = &*self.gate;
+        let mut g = m.lock().unwrap();
+        while !what(&g) {
+            g = cv.wait(g).unwrap();
+        }
+    }
+
+    fn set(&self, f: impl FnOnce(&mut (bool, bool, bool))) {
+        let (m, cv) = &*self.gate;
+        f(&mut m.lock().unwrap());
+        cv.notify_all();
+    }
+}
+
+impl Member for GateMember {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), crate::error::MemberError> {
+        self.inner.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), crate::error::MemberError> {
+        let hold = offset >= self.from && {
+            let (m, _) = &*self.gate;
+            let mut g = m.lock().unwrap();
+            std::mem::replace(&mut g.0, false)
+        };
+        if hold {
+            self.set(|g| g.1 = true);
+            self.wait(|g| g.2);
+        }
+        self.inner.write_at(offset, buf)
+    }
+    fn flush(&self) -> Result<(), crate::error::MemberError> {
+        self.inner.flush()
+    }
+}
+
+#[test]
+fn a_write_in_flight_when_a_member_fails_keeps_the_log_uncovered_until_it_ends() {
+    let stripes = 64;
+    let mems: Vec<MemMember> = (0..4)
+        .map(|i| MemMember::new(&format!("m{i}"), MIB + stripes * 4096))
+        .collect();
+    let gates: Vec<Arc<GateMember>> = mems
+        .iter()
+        .map(|m| {
+            Arc::new(GateMember {
+                inner: m.clone(),
+                from: MIB as u64,
+                gate: Default::default(),
+            })
+        })
+        .collect();
+    let cfg = ArrayConfig {
+        chunk: ChunkSize::new(4096).unwrap(),
+        assume_clean: true,
+        bitmap_region_stripes: Some(8),
+        ..ArrayConfig::default()
+    };
+    let arcs = gates.iter().map(|g| g.clone() as Arc<dyn Member>).collect();
+    let array = Arc::new(Array::create(arcs, vec![], &cfg, Arc::new(CpuXor::detect())).unwrap());
+    assert_eq!(array.meta.data_offset, MIB as u64);
+    let g = *array.geometry();
+    let held = g.data_member(StripeIdx(0), 1).0;
+    let fail = g.data_member(StripeIdx(0), 0).0;
+    array
+        .write(
+            &mut SyncExecutor,
+            ArrayBlock(0),
+            &pattern(1, stripes * 3 * 4096),
+        )
+        .unwrap();
+    assert!(array.write_hole_covered());
+    gates[held].set(|g| g.0 = true);
+    // A healthy (unlogged) write to stripe 0, held inside its data write on `held`.
+    let writer = {
+        let array = array.clone();
+        std::thread::spawn(move || {
+            let at = array.geometry().logical_block(StripeIdx(0), 1, 0);
+            array
+                .write(&mut SyncExecutor, at, &pattern(2, 4096))
+                .unwrap();
+        })
+    };
+    gates[held].wait(|g| g.1);
+    array.set_faulty(MemberIdx(fail)).unwrap();
+    assert!(!array.write_hole_covered());
+    // A power cut now: the superblocks say the log does not cover this stop.
+    let cut: Vec<Arc<dyn Member>> = mems
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != fail)
+        .map(|(i, m)| {
+            let copy = MemMember::new(&format!("m{i}"), m.snapshot().len());
+            copy.poke(0, &m.snapshot());
+            Arc::new(copy) as Arc<dyn Member>
+        })
+        .collect();
+    let err = Array::assemble(cut, None, Arc::new(CpuXor::detect()))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("were in flight"), "{err}");
+    gates[held].set(|g| g.2 = true);
+    writer.join().unwrap();
+    // The last round of the old epoch ended: covered again, and persisted.
+    assert!(array.write_hole_covered());
+    let now: Vec<Arc<dyn Member>> = mems
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != fail)
+        .map(|(_, m)| Arc::new(m.clone()) as Arc<dyn Member>)
+        .collect();
+    let asm = Array::assemble(now, None, Arc::new(CpuXor::detect())).unwrap();
+    assert!(!asm.write_hole_exposed);
+}
+
+#[test]
+fn a_device_already_in_the_array_is_refused_as_spare_or_replacement_untouched() {
+    let r = rig_stripes(4, 64);
+    r.array
+        .write(&mut SyncExecutor, ArrayBlock(0), &pattern(1, 64 * 3 * 4096))
+        .unwrap();
+    let before = r.mems[2].snapshot();
+    // The same device opened again (same name), as an administrator's typo would.
+    let again: Arc<dyn Member> = Arc::new(r.mems[2].clone());
+    let err = r.array.add_spare(again.clone()).unwrap_err();
+    assert!(err.to_string().contains("already in the array"), "{err}");
+    let err = r.array.replace(MemberIdx(1), again).unwrap_err();
+    assert!(err.to_string().contains("already in the array"), "{err}");
+    assert!(r.mems[2].snapshot() == before, "the member was written");
 }

@@ -143,11 +143,13 @@ impl Array {
             (Some(f), Some(l)) => (f.0 .0, l.0 .0),
             _ => return Ok(()),
         };
-        let _guard = self.locks.lock(round.iter().map(|(s, _)| *s));
+        let guard = self.locks.lock(round.iter().map(|(s, _)| *s));
         self.bitmap.begin(self, first, last)?;
         let result = self.write_round_locked(exec, round);
         self.bitmap.end(first, last);
-        result
+        drop(guard);
+        // The last round of an older log epoch records that the log covers again.
+        result.and_then(|()| self.maybe_cover())
     }
 
     fn write_round_locked<E: Executor + ?Sized>(
@@ -156,13 +158,13 @@ impl Array {
         round: &[(StripeIdx, Vec<ChunkWrite<'_>>)],
     ) -> Result<(), RaidError> {
         let force_rcw = self.read_state().resync.is_some();
+        // Every epoch this request wrote under stays registered until it returns: a failed
+        // attempt may leave a stripe torn until a later attempt rewrites it.
+        let mut inflight = Vec::new();
         for _ in 0..=self.geo.members() {
-            let view = self.view()?;
-            let epoch = self.read_state().ppl_epoch;
+            let (view, epoch, log_on) = self.write_view()?;
             let missing = (0..self.geo.members()).find(|&r| view.states[r] != SlotState::Active);
-            let layout = self
-                .ppl
-                .filter(|_| missing.is_some() && self.write_hole_protected());
+            let layout = self.ppl.filter(|_| missing.is_some() && log_on);
             // Slot locks after stripe locks; holders never wait for stripe locks, so no cycle.
             let _slots = layout.map(|l| {
                 self.ppl_locks
@@ -185,6 +187,14 @@ impl Array {
             if !reads_ok {
                 self.release(plans);
                 continue;
+            }
+            // From here on this round writes what it planned under `epoch`.
+            match self.enter_writes(epoch) {
+                Some(g) => inflight.push(g),
+                None => {
+                    self.release(plans);
+                    continue;
+                }
             }
             let result = match layout {
                 Some(l) => {
@@ -356,6 +366,7 @@ impl Array {
             };
             let fw = f.and_then(|f| p.writes.iter().find(|w| w.data_index == f));
             let entry = Entry {
+                array: self.uuid,
                 epoch,
                 stripe,
                 lo,
