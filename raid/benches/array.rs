@@ -356,49 +356,82 @@ fn check_ops(ops: &[MemberOp<'_>]) {
     }
 }
 
+/// One floor pattern: the log phase, a flush after it, and the request mix.
+#[derive(Debug, Clone, Copy)]
+struct FloorPattern {
+    log: FloorLog,
+    /// fdatasync each member that got a log entry, after the log writes (write-back cache).
+    flush: bool,
+    /// The degraded array's request mix instead of RMW only: with 4 roles and one missing, a
+    /// random 4 KiB write lands on a stripe whose parity is the missing role 1/4 of the time
+    /// (data write only, never logged), on the missing role's chunk 1/4 of the time (2 reads,
+    /// then the parity write alone; not logged while its slot holds another stripe's entry)
+    /// and is a logged RMW the other half.
+    mix: bool,
+}
+
+/// What one floor request does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FloorReq {
+    /// 2 reads, [log entry,] 2 writes.
+    Rmw,
+    /// 2 reads, 1 write (of the "parity" member), never logged.
+    ParityOnly,
+    /// 1 write (of the "data" member), never logged.
+    DataOnly,
+}
+
 /// One round of the floor pattern, raw on `members` (no array, no parity math, no locks):
-/// `batch` requests, each 2 reads of 4 KiB (a random "data" and a different "parity" member,
-/// one random data-area offset) in one submission, wait; then per `log` the log writes, wait,
-/// and with `flush` an fdatasync of each member that got an entry; then the 2 writes of
-/// every request, wait. Returns `batch` (requests done).
+/// `batch` requests, each (an RMW) 2 reads of 4 KiB (a random "data" and a different
+/// "parity" member, one random data-area offset) in one submission, wait; then per the
+/// pattern's log the log writes, wait, and with `flush` an fdatasync of each member that got
+/// an entry; then the 2 writes of every request, wait. Returns `batch` (requests done).
 #[allow(clippy::too_many_arguments)]
 fn floor_round(
     exec: &mut UringExecutor,
     members: &[Arc<dyn Member>],
     (rbuf, wbuf): (&mut [u8], &[u8]),
-    (log, flush): (FloorLog, bool),
+    pat: FloorPattern,
     batch: usize,
     blocks: u64,
     rng: &mut Rng,
     ring: &mut [u64; N],
 ) -> u64 {
-    let mut reqs = [(0usize, 0usize, 0u64); QD];
+    let mut reqs = [(FloorReq::Rmw, 0usize, 0usize, 0u64); QD];
     for r in &mut reqs[..batch] {
+        let kind = match rng.next(4) {
+            0 if pat.mix => FloorReq::DataOnly,
+            1 if pat.mix => FloorReq::ParityOnly,
+            _ => FloorReq::Rmw,
+        };
         let d = rng.next(N as u64) as usize;
         let p = (d + 1 + rng.next(N as u64 - 1) as usize) % N;
-        *r = (d, p, MIB + rng.next(blocks) * 4096);
+        *r = (kind, d, p, MIB + rng.next(blocks) * 4096);
     }
     let reqs = &reqs[..batch];
     let mut ops = Vec::with_capacity(2 * batch);
     let mut rest = &mut rbuf[..2 * batch * 4096];
-    for &(d, p, off) in reqs {
+    for &(_, d, p, off) in reqs.iter().filter(|r| r.0 != FloorReq::DataOnly) {
         for m in [d, p] {
             let (b, r) = std::mem::take(&mut rest).split_at_mut(4096);
             rest = r;
             ops.push(MemberOp::read(MemberIdx(m), &*members[m], off, b));
         }
     }
-    exec.execute(&mut ops);
-    check_ops(&ops);
+    if !ops.is_empty() {
+        exec.execute(&mut ops);
+        check_ops(&ops);
+    }
+    let logged = || reqs.iter().filter(|r| r.0 == FloorReq::Rmw);
     let mut entries = [0usize; N];
-    for &(_, p, _) in reqs {
+    for &(_, _, p, _) in logged() {
         entries[p] += 1;
     }
     let mut ops = Vec::with_capacity(batch);
-    match log {
+    match pat.log {
         FloorLog::Off => {}
         FloorLog::PerRequest => {
-            for &(_, p, _) in reqs {
+            for &(_, _, p, _) in logged() {
                 let off = FLOOR_LOG + rng.next(FLOOR_SLOTS) * FLOOR_SLOT;
                 ops.push(MemberOp::write(
                     MemberIdx(p),
@@ -427,26 +460,22 @@ fn floor_round(
     if !ops.is_empty() {
         exec.execute(&mut ops);
         check_ops(&ops);
-        if flush {
+        if pat.flush {
             for (m, _) in entries.iter().enumerate().filter(|e| *e.1 > 0) {
                 members[m].flush().expect("fdatasync");
             }
         }
     }
     let mut ops = Vec::with_capacity(2 * batch);
-    for &(d, p, off) in reqs {
-        ops.push(MemberOp::write(
-            MemberIdx(d),
-            &*members[d],
-            off,
-            &wbuf[..4096],
-        ));
-        ops.push(MemberOp::write(
-            MemberIdx(p),
-            &*members[p],
-            off,
-            &wbuf[4096..8192],
-        ));
+    for &(kind, d, p, off) in reqs {
+        if kind != FloorReq::ParityOnly {
+            let b = &wbuf[..4096];
+            ops.push(MemberOp::write(MemberIdx(d), &*members[d], off, b));
+        }
+        if kind != FloorReq::DataOnly {
+            let b = &wbuf[4096..8192];
+            ops.push(MemberOp::write(MemberIdx(p), &*members[p], off, b));
+        }
     }
     exec.execute(&mut ops);
     check_ops(&ops);
@@ -487,14 +516,15 @@ fn rotated_costs(
         .collect()
 }
 
-/// The floor under the write-hole protection cost: the member operations of a degraded 4 KiB
-/// RMW write with and without the log, issued raw through the same executor on the bench's
+/// The floor under the write-hole protection cost: the member operations of degraded 4 KiB
+/// writes with and without the log, issued raw through the same executor on the bench's
 /// `members` (no array: it must be gone, the log area is reused), members treated as having
-/// no volatile cache (no flush) unless a row says fdatasync. At QD1 one request per round;
-/// at depth `QD` requests in lockstep in one thread (each phase of all `QD` requests in one
-/// submission), with the log writes per request or merged per member; and `QD` threads, each
-/// its own ring, running the QD1 pattern. Each variant runs `slice` per round; `rounds`
-/// rounds per block, variants rotating (see [`rotated_costs`]).
+/// no volatile cache (no flush) unless a row says fdatasync. Blocks of rows: at QD1 one
+/// request per round; at depth `QD` requests in lockstep in one thread (each phase of all
+/// `QD` requests in one submission), with the log writes per request or merged per member;
+/// `QD` threads, each its own ring, running the QD1 pattern; and QD1 and `QD` threads with
+/// the degraded array's request mix (see [`FloorPattern::mix`]). Each variant runs `slice`
+/// per round; `rounds` rounds per block, variants rotating (see [`rotated_costs`]).
 fn log_floor_rows(
     exec: &mut UringExecutor,
     members: &[Arc<dyn Member>],
@@ -505,42 +535,50 @@ fn log_floor_rows(
 ) {
     let mut rng = Rng(0xF1_0040);
     let mut ring = [0u64; N];
-    let qd1_variants = [
-        ("2 reads → 2 writes", (FloorLog::Off, false)),
+    let pat = |log, flush, mix| FloorPattern { log, flush, mix };
+    let rmw = [
         (
-            "2 reads → 8 KiB log write → 2 writes",
-            (FloorLog::PerRequest, false),
+            "2 reads → 2 writes".to_string(),
+            pat(FloorLog::Off, false, false),
         ),
         (
-            "2 reads → 8 KiB log write → fdatasync → 2 writes",
-            (FloorLog::PerRequest, true),
+            "2 reads → 8 KiB log write → 2 writes".to_string(),
+            pat(FloorLog::PerRequest, false, false),
+        ),
+        (
+            "2 reads → 8 KiB log write → fdatasync → 2 writes".to_string(),
+            pat(FloorLog::PerRequest, true, false),
         ),
     ];
-    let depth_variants = [
-        ("32 reads → 32 writes".to_string(), (FloorLog::Off, false)),
+    let depth = [
+        ("32 reads → 32 writes".to_string(), rmw[0].1),
         (
             format!("32 reads → {QD} log writes of 8 KiB → 32 writes"),
-            (FloorLog::PerRequest, false),
+            rmw[1].1,
         ),
         (
             "32 reads → 1 log write per member (its entries contiguous) → 32 writes".to_string(),
-            (FloorLog::Batched, false),
+            pat(FloorLog::Batched, false, false),
         ),
         (
             "32 reads → 1 log write per member → fdatasync of each → 32 writes".to_string(),
-            (FloorLog::Batched, true),
+            pat(FloorLog::Batched, true, false),
+        ),
+    ];
+    let mix = [
+        (
+            "degraded mix (1/2 RMW, 1/4 parity-only, 1/4 data-only), unlogged".to_string(),
+            pat(FloorLog::Off, false, true),
+        ),
+        (
+            "degraded mix, the RMWs logged (8 KiB log write)".to_string(),
+            pat(FloorLog::PerRequest, false, true),
         ),
     ];
     for (batch, variants, label) in [
-        (
-            1,
-            qd1_variants
-                .iter()
-                .map(|(l, v)| (l.to_string(), *v))
-                .collect::<Vec<_>>(),
-            "QD1".to_string(),
-        ),
-        (QD, depth_variants.to_vec(), format!("batch of {QD}")),
+        (1, &rmw[..], "QD1".to_string()),
+        (QD, &depth[..], format!("batch of {QD}")),
+        (1, &mix[..], "QD1".to_string()),
     ] {
         let res = rotated_costs(variants.len(), rounds, |v| {
             timed(slice, || {
@@ -560,7 +598,7 @@ fn log_floor_rows(
     }
     // `QD` threads, each its own ring running the QD1 pattern (as `RaidQueue`'s workers do):
     // requests are independent, so one request's log round trip overlaps others' I/O.
-    let threaded = |log: FloorLog| {
+    let threaded = |pat: FloorPattern| {
         let total = std::sync::atomic::AtomicU64::new(0);
         let t0 = Instant::now();
         std::thread::scope(|sc| {
@@ -578,7 +616,7 @@ fn log_floor_rows(
                             &mut ex,
                             members,
                             (&mut rb, &wb),
-                            (log, false),
+                            pat,
                             1,
                             blocks,
                             &mut rng,
@@ -591,14 +629,15 @@ fn log_floor_rows(
         });
         (total.into_inner(), t0.elapsed().as_secs_f64())
     };
-    let logs = [FloorLog::Off, FloorLog::PerRequest];
-    let res = rotated_costs(2, rounds, |v| threaded(logs[v]));
-    push_floor_rows(
-        rows,
-        &format!("{QD} threads"),
-        qd1_variants.iter().take(2).map(|v| v.0),
-        &res,
-    );
+    for variants in [&rmw[..2], &mix[..]] {
+        let res = rotated_costs(2, rounds, |v| threaded(variants[v].1));
+        push_floor_rows(
+            rows,
+            &format!("{QD} threads"),
+            variants.iter().map(|v| v.0.as_str()),
+            &res,
+        );
+    }
 }
 
 /// Pushes (and prints the per-round costs of) one floor block's rows: the rate of each
