@@ -6,8 +6,9 @@
 //! `--log-cost` runs only the write-hole protection cost rows (the degraded array's 4 KiB
 //! random writes with the partial-parity log on and off, with and without the flush) and the
 //! floor rows: the same member operations issued raw (reads → [8 KiB log write →] writes, at
-//! QD1 and as a lockstep batch of 16 requests with the log writes per request or merged per
-//! member), which is what the log costs on these members before any engine overhead.
+//! QD1, as a lockstep batch of 16 requests with the log writes per request or merged per
+//! member, and from 16 threads; RMW only and the degraded array's request mix), which is
+//! what the log costs on these members before any engine overhead.
 //!
 //! Members are files in cargo's bench tmp dir (under the build dir; must not be tmpfs).
 //! One thread, one ring, one request at a time (queue depth 1 per request; a request's
