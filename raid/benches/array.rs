@@ -343,6 +343,29 @@ enum FloorLog {
     /// The entries of a batch's requests that go to one member merged into one contiguous
     /// write there (a ring per member): what group commit of log writes could buy.
     Batched,
+    /// Per member one write of one shared 4 KiB header + 4 KiB partial parity per entry
+    /// (headers amortised over the batch): the leanest log format with a header.
+    SharedHeader,
+    /// Per member one write of 4 KiB partial parity per entry, no header at all: a lower
+    /// bound on any partial-parity log that lands between the reads and the writes.
+    PpOnly,
+    /// No log between the reads and the writes; instead one extra 4 KiB write per request
+    /// (its new data appended to a per-member ring) issued with the data writes: the extra
+    /// bytes of a write-back journal that acknowledges after one write, without its later
+    /// write in place or any dependent step.
+    Journal,
+}
+
+impl FloorLog {
+    /// Bytes of the one log write a member gets for `k` entries of a batch (merged layouts).
+    fn merged_bytes(self, k: usize) -> usize {
+        match self {
+            FloorLog::Batched => k * ENTRY,
+            FloorLog::SharedHeader => 4096 + k * 4096,
+            FloorLog::PpOnly => k * 4096,
+            FloorLog::Off | FloorLog::PerRequest | FloorLog::Journal => 0,
+        }
+    }
 }
 
 /// Panics unless every operation of an executed batch succeeded (a bench cannot go on).
@@ -442,9 +465,10 @@ fn floor_round(
                 ));
             }
         }
-        FloorLog::Batched => {
+        FloorLog::Batched | FloorLog::SharedHeader | FloorLog::PpOnly => {
             for (m, &k) in entries.iter().enumerate().filter(|e| *e.1 > 0) {
-                let len = (k * ENTRY) as u64;
+                let bytes = pat.log.merged_bytes(k);
+                let len = bytes as u64;
                 if ring[m] + len > FLOOR_LOG_BYTES {
                     ring[m] = 0;
                 }
@@ -452,11 +476,12 @@ fn floor_round(
                     MemberIdx(m),
                     &*members[m],
                     FLOOR_LOG + ring[m],
-                    &wbuf[..k * ENTRY],
+                    &wbuf[..bytes],
                 ));
                 ring[m] += len;
             }
         }
+        FloorLog::Journal => {}
     }
     if !ops.is_empty() {
         exec.execute(&mut ops);
@@ -467,8 +492,21 @@ fn floor_round(
             }
         }
     }
-    let mut ops = Vec::with_capacity(2 * batch);
+    let mut ops = Vec::with_capacity(3 * batch);
     for &(kind, d, p, off) in reqs {
+        if pat.log == FloorLog::Journal {
+            if ring[p] + 4096 > FLOOR_LOG_BYTES {
+                ring[p] = 0;
+            }
+            let b = &wbuf[..4096];
+            ops.push(MemberOp::write(
+                MemberIdx(p),
+                &*members[p],
+                FLOOR_LOG + ring[p],
+                b,
+            ));
+            ring[p] += 4096;
+        }
         if kind != FloorReq::ParityOnly {
             let b = &wbuf[..4096];
             ops.push(MemberOp::write(MemberIdx(d), &*members[d], off, b));
@@ -565,6 +603,43 @@ fn log_floor_rows(
             "32 reads → 1 log write per member → fdatasync of each → 32 writes".to_string(),
             pat(FloorLog::Batched, true, false),
         ),
+        (
+            "32 reads → 1 log write per member (shared 4 KiB header + 4 KiB PP per entry) → 32 writes"
+                .to_string(),
+            pat(FloorLog::SharedHeader, false, false),
+        ),
+        (
+            "32 reads → 1 log write per member (4 KiB PP per entry, no header) → 32 writes"
+                .to_string(),
+            pat(FloorLog::PpOnly, false, false),
+        ),
+        (
+            format!("32 reads → 32 writes + {QD} journal writes of 4 KiB (no dependent log)"),
+            pat(FloorLog::Journal, false, false),
+        ),
+    ];
+    // The same merged layouts on the degraded array's request mix (only the RMWs logged; the
+    // journal takes every request).
+    let mix_depth = [
+        ("unlogged".to_string(), pat(FloorLog::Off, false, true)),
+        (
+            "RMWs logged, 1 log write per member (8 KiB per entry)".to_string(),
+            pat(FloorLog::Batched, false, true),
+        ),
+        (
+            "RMWs logged, 1 log write per member (shared 4 KiB header + 4 KiB PP per entry)"
+                .to_string(),
+            pat(FloorLog::SharedHeader, false, true),
+        ),
+        (
+            "RMWs logged, 1 log write per member (4 KiB PP per entry, no header)".to_string(),
+            pat(FloorLog::PpOnly, false, true),
+        ),
+        (
+            "no dependent log, 1 journal write of 4 KiB per request with the data writes"
+                .to_string(),
+            pat(FloorLog::Journal, false, true),
+        ),
     ];
     let mix = [
         (
@@ -579,6 +654,7 @@ fn log_floor_rows(
     for (batch, variants, label) in [
         (1, &rmw[..], "QD1".to_string()),
         (QD, &depth[..], format!("batch of {QD}")),
+        (QD, &mix_depth[..], format!("batch of {QD}, degraded mix")),
         (1, &mix[..], "QD1".to_string()),
     ] {
         let res = rotated_costs(variants.len(), rounds, |v| {
