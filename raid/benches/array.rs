@@ -8,7 +8,9 @@
 //! floor rows: the same member operations issued raw (reads → [8 KiB log write →] writes, at
 //! QD1, as a lockstep batch of 16 requests with the log writes per request or merged per
 //! member, and from 16 threads; RMW only and the degraded array's request mix), which is
-//! what the log costs on these members before any engine overhead.
+//! what the log costs on these members before any engine overhead. The batch of 16 also
+//! runs the leanest log layouts (one shared header per member write, partial parity with no
+//! header) and a write-back journal's extra 4 KiB per request with no dependent step.
 //!
 //! Members are files in cargo's bench tmp dir (under the build dir; must not be tmpfs).
 //! One thread, one ring, one request at a time (queue depth 1 per request; a request's
@@ -560,7 +562,8 @@ fn rotated_costs(
 /// `members` (no array: it must be gone, the log area is reused), members treated as having
 /// no volatile cache (no flush) unless a row says fdatasync. Blocks of rows: at QD1 one
 /// request per round; at depth `QD` requests in lockstep in one thread (each phase of all
-/// `QD` requests in one submission), with the log writes per request or merged per member;
+/// `QD` requests in one submission), with the log writes per request or merged per member
+/// (8 KiB per entry, a shared header, no header; see [`FloorLog`]), RMW only and the mix;
 /// `QD` threads, each its own ring, running the QD1 pattern; and QD1 and `QD` threads with
 /// the degraded array's request mix (see [`FloorPattern::mix`]). Each variant runs `slice`
 /// per round; `rounds` rounds per block, variants rotating (see [`rotated_costs`]).
