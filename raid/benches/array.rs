@@ -4,7 +4,13 @@
 //!     cargo bench -p raidline-raid --bench array [-- --quick] [-- --log-cost]
 //!
 //! `--log-cost` runs only the write-hole protection cost rows (the degraded array's 4 KiB
-//! random writes with the partial-parity log on and off, with and without the flush).
+//! random writes with the partial-parity log on and off, with and without the flush) and the
+//! floor rows: the same member operations issued raw (reads → [8 KiB log write →] writes, at
+//! QD1, as a lockstep batch of 16 requests with the log writes per request or merged per
+//! member, and from 16 threads; RMW only and the degraded array's request mix), which is
+//! what the log costs on these members before any engine overhead. The batch of 16 also
+//! runs the leanest log layouts (one shared header per member write, partial parity with no
+//! header) and a write-back journal's extra 4 KiB per request with no dependent step.
 //!
 //! Members are files in cargo's bench tmp dir (under the build dir; must not be tmpfs).
 //! One thread, one ring, one request at a time (queue depth 1 per request; a request's
@@ -323,6 +329,429 @@ fn log_cost_rows(
     }
 }
 
+/// Where the floor rows put their log entries: the array's own log area (`[64 KiB, 1 MiB)` of
+/// every member, free once the array is gone), in slots spaced as the array's (a 4 KiB header
+/// and two 64 KiB chunks: 7 slots).
+const FLOOR_LOG: u64 = 64 * 1024;
+const FLOOR_LOG_BYTES: u64 = MIB - FLOOR_LOG;
+const FLOOR_SLOT: u64 = 4096 + 2 * CHUNK as u64;
+const FLOOR_SLOTS: u64 = FLOOR_LOG_BYTES / FLOOR_SLOT;
+/// One log entry: 4 KiB header + 4 KiB partial parity.
+const ENTRY: usize = 8192;
+
+/// The log phase of a floor pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FloorLog {
+    /// No log: reads, then writes.
+    Off,
+    /// One 8 KiB write per request to its "parity" member's slot.
+    PerRequest,
+    /// The entries of a batch's requests that go to one member merged into one contiguous
+    /// write there (a ring per member): what group commit of log writes could buy.
+    Batched,
+    /// Per member one write of one shared 4 KiB header + 4 KiB partial parity per entry
+    /// (headers amortised over the batch): the leanest log format with a header.
+    SharedHeader,
+    /// Per member one write of 4 KiB partial parity per entry, no header at all: a lower
+    /// bound on any partial-parity log that lands between the reads and the writes.
+    PpOnly,
+    /// No log between the reads and the writes; instead one extra 4 KiB write per request
+    /// (its new data appended to a per-member ring) issued with the data writes: the extra
+    /// bytes of a write-back journal that acknowledges after one write, without its later
+    /// write in place or any dependent step.
+    Journal,
+}
+
+impl FloorLog {
+    /// Bytes of the one log write a member gets for `k` entries of a batch (merged layouts).
+    fn merged_bytes(self, k: usize) -> usize {
+        match self {
+            FloorLog::Batched => k * ENTRY,
+            FloorLog::SharedHeader => 4096 + k * 4096,
+            FloorLog::PpOnly => k * 4096,
+            FloorLog::Off | FloorLog::PerRequest | FloorLog::Journal => 0,
+        }
+    }
+}
+
+/// Panics unless every operation of an executed batch succeeded (a bench cannot go on).
+fn check_ops(ops: &[MemberOp<'_>]) {
+    for op in ops {
+        assert!(
+            matches!(op.result, Some(Ok(()))),
+            "raw member op at {} failed: {:?}",
+            op.offset,
+            op.result
+        );
+    }
+}
+
+/// One floor pattern: the log phase, a flush after it, and the request mix.
+#[derive(Debug, Clone, Copy)]
+struct FloorPattern {
+    log: FloorLog,
+    /// fdatasync each member that got a log entry, after the log writes (write-back cache).
+    flush: bool,
+    /// The degraded array's request mix instead of RMW only: with 4 roles and one missing, a
+    /// random 4 KiB write lands on a stripe whose parity is the missing role 1/4 of the time
+    /// (data write only, never logged), on the missing role's chunk 1/4 of the time (2 reads,
+    /// then the parity write alone; not logged while its slot holds another stripe's entry)
+    /// and is a logged RMW the other half.
+    mix: bool,
+}
+
+/// What one floor request does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FloorReq {
+    /// 2 reads, [log entry,] 2 writes.
+    Rmw,
+    /// 2 reads, 1 write (of the "parity" member), never logged.
+    ParityOnly,
+    /// 1 write (of the "data" member), never logged.
+    DataOnly,
+}
+
+/// One round of the floor pattern, raw on `members` (no array, no parity math, no locks):
+/// `batch` requests, each (an RMW) 2 reads of 4 KiB (a random "data" and a different
+/// "parity" member, one random data-area offset) in one submission, wait; then per the
+/// pattern's log the log writes, wait, and with `flush` an fdatasync of each member that got
+/// an entry; then the 2 writes of every request, wait. Returns `batch` (requests done).
+#[allow(clippy::too_many_arguments)]
+fn floor_round(
+    exec: &mut UringExecutor,
+    members: &[Arc<dyn Member>],
+    (rbuf, wbuf): (&mut [u8], &[u8]),
+    pat: FloorPattern,
+    batch: usize,
+    blocks: u64,
+    rng: &mut Rng,
+    ring: &mut [u64; N],
+) -> u64 {
+    let mut reqs = [(FloorReq::Rmw, 0usize, 0usize, 0u64); QD];
+    for r in &mut reqs[..batch] {
+        let kind = match rng.next(4) {
+            0 if pat.mix => FloorReq::DataOnly,
+            1 if pat.mix => FloorReq::ParityOnly,
+            _ => FloorReq::Rmw,
+        };
+        let d = rng.next(N as u64) as usize;
+        let p = (d + 1 + rng.next(N as u64 - 1) as usize) % N;
+        *r = (kind, d, p, MIB + rng.next(blocks) * 4096);
+    }
+    let reqs = &reqs[..batch];
+    let mut ops = Vec::with_capacity(2 * batch);
+    let mut rest = &mut rbuf[..2 * batch * 4096];
+    for &(_, d, p, off) in reqs.iter().filter(|r| r.0 != FloorReq::DataOnly) {
+        for m in [d, p] {
+            let (b, r) = std::mem::take(&mut rest).split_at_mut(4096);
+            rest = r;
+            ops.push(MemberOp::read(MemberIdx(m), &*members[m], off, b));
+        }
+    }
+    if !ops.is_empty() {
+        exec.execute(&mut ops);
+        check_ops(&ops);
+    }
+    let logged = || reqs.iter().filter(|r| r.0 == FloorReq::Rmw);
+    let mut entries = [0usize; N];
+    for &(_, _, p, _) in logged() {
+        entries[p] += 1;
+    }
+    let mut ops = Vec::with_capacity(batch);
+    match pat.log {
+        FloorLog::Off => {}
+        FloorLog::PerRequest => {
+            for &(_, _, p, _) in logged() {
+                let off = FLOOR_LOG + rng.next(FLOOR_SLOTS) * FLOOR_SLOT;
+                ops.push(MemberOp::write(
+                    MemberIdx(p),
+                    &*members[p],
+                    off,
+                    &wbuf[..ENTRY],
+                ));
+            }
+        }
+        FloorLog::Batched | FloorLog::SharedHeader | FloorLog::PpOnly => {
+            for (m, &k) in entries.iter().enumerate().filter(|e| *e.1 > 0) {
+                let bytes = pat.log.merged_bytes(k);
+                let len = bytes as u64;
+                if ring[m] + len > FLOOR_LOG_BYTES {
+                    ring[m] = 0;
+                }
+                ops.push(MemberOp::write(
+                    MemberIdx(m),
+                    &*members[m],
+                    FLOOR_LOG + ring[m],
+                    &wbuf[..bytes],
+                ));
+                ring[m] += len;
+            }
+        }
+        FloorLog::Journal => {}
+    }
+    if !ops.is_empty() {
+        exec.execute(&mut ops);
+        check_ops(&ops);
+        if pat.flush {
+            for (m, _) in entries.iter().enumerate().filter(|e| *e.1 > 0) {
+                members[m].flush().expect("fdatasync");
+            }
+        }
+    }
+    let mut ops = Vec::with_capacity(3 * batch);
+    for &(kind, d, p, off) in reqs {
+        if pat.log == FloorLog::Journal {
+            if ring[p] + 4096 > FLOOR_LOG_BYTES {
+                ring[p] = 0;
+            }
+            let b = &wbuf[..4096];
+            ops.push(MemberOp::write(
+                MemberIdx(p),
+                &*members[p],
+                FLOOR_LOG + ring[p],
+                b,
+            ));
+            ring[p] += 4096;
+        }
+        if kind != FloorReq::ParityOnly {
+            let b = &wbuf[..4096];
+            ops.push(MemberOp::write(MemberIdx(d), &*members[d], off, b));
+        }
+        if kind != FloorReq::DataOnly {
+            let b = &wbuf[4096..8192];
+            ops.push(MemberOp::write(MemberIdx(p), &*members[p], off, b));
+        }
+    }
+    exec.execute(&mut ops);
+    check_ops(&ops);
+    batch as u64
+}
+
+/// Runs `k` variants once per round for `rounds` rounds, rotating which goes first (for two,
+/// alternating), so drifting background load hits all alike. Returns per variant (median over
+/// rounds of the cost `1 - rate / rate of variant 0` in the same round, mean rate, the costs).
+fn rotated_costs(
+    k: usize,
+    rounds: usize,
+    mut run: impl FnMut(usize) -> (u64, f64),
+) -> Vec<(f64, f64, Vec<String>)> {
+    let mut costs = vec![Vec::with_capacity(rounds); k];
+    let mut totals = vec![(0u64, 0f64); k];
+    for r in 0..rounds {
+        let mut rate = vec![0f64; k];
+        for j in 0..k {
+            let v = (r + j) % k;
+            let (n, s) = run(v);
+            rate[v] = n as f64 / s;
+            totals[v].0 += n;
+            totals[v].1 += s;
+        }
+        for v in 0..k {
+            costs[v].push(1.0 - rate[v] / rate[0]);
+        }
+    }
+    costs
+        .into_iter()
+        .zip(totals)
+        .map(|(mut c, (n, s))| {
+            let shown = c.iter().map(|c| format!("{:.0}%", c * 100.0)).collect();
+            c.sort_by(f64::total_cmp);
+            (c[c.len() / 2], n as f64 / s, shown)
+        })
+        .collect()
+}
+
+/// The floor under the write-hole protection cost: the member operations of degraded 4 KiB
+/// writes with and without the log, issued raw through the same executor on the bench's
+/// `members` (no array: it must be gone, the log area is reused), members treated as having
+/// no volatile cache (no flush) unless a row says fdatasync. Blocks of rows: at QD1 one
+/// request per round; at depth `QD` requests in lockstep in one thread (each phase of all
+/// `QD` requests in one submission), with the log writes per request or merged per member
+/// (8 KiB per entry, a shared header, no header; see [`FloorLog`]), RMW only and the mix;
+/// `QD` threads, each its own ring, running the QD1 pattern; and QD1 and `QD` threads with
+/// the degraded array's request mix (see [`FloorPattern::mix`]). Each variant runs `slice`
+/// per round; `rounds` rounds per block, variants rotating (see [`rotated_costs`]).
+fn log_floor_rows(
+    exec: &mut UringExecutor,
+    members: &[Arc<dyn Member>],
+    (rbuf, wbuf): (&mut [u8], &[u8]),
+    (slice, rounds): (Duration, usize),
+    blocks: u64,
+    rows: &mut Vec<(String, String, String)>,
+) {
+    let mut rng = Rng(0xF1_0040);
+    let mut ring = [0u64; N];
+    let pat = |log, flush, mix| FloorPattern { log, flush, mix };
+    let rmw = [
+        (
+            "2 reads → 2 writes".to_string(),
+            pat(FloorLog::Off, false, false),
+        ),
+        (
+            "2 reads → 8 KiB log write → 2 writes".to_string(),
+            pat(FloorLog::PerRequest, false, false),
+        ),
+        (
+            "2 reads → 8 KiB log write → fdatasync → 2 writes".to_string(),
+            pat(FloorLog::PerRequest, true, false),
+        ),
+    ];
+    let depth = [
+        ("32 reads → 32 writes".to_string(), rmw[0].1),
+        (
+            format!("32 reads → {QD} log writes of 8 KiB → 32 writes"),
+            rmw[1].1,
+        ),
+        (
+            "32 reads → 1 log write per member (its entries contiguous) → 32 writes".to_string(),
+            pat(FloorLog::Batched, false, false),
+        ),
+        (
+            "32 reads → 1 log write per member → fdatasync of each → 32 writes".to_string(),
+            pat(FloorLog::Batched, true, false),
+        ),
+        (
+            "32 reads → 1 log write per member (shared 4 KiB header + 4 KiB PP per entry) → 32 writes"
+                .to_string(),
+            pat(FloorLog::SharedHeader, false, false),
+        ),
+        (
+            "32 reads → 1 log write per member (4 KiB PP per entry, no header) → 32 writes"
+                .to_string(),
+            pat(FloorLog::PpOnly, false, false),
+        ),
+        (
+            format!("32 reads → 32 writes + {QD} journal writes of 4 KiB (no dependent log)"),
+            pat(FloorLog::Journal, false, false),
+        ),
+    ];
+    // The same merged layouts on the degraded array's request mix (only the RMWs logged; the
+    // journal takes every request).
+    let mix_depth = [
+        ("unlogged".to_string(), pat(FloorLog::Off, false, true)),
+        (
+            "RMWs logged, 1 log write per member (8 KiB per entry)".to_string(),
+            pat(FloorLog::Batched, false, true),
+        ),
+        (
+            "RMWs logged, 1 log write per member (shared 4 KiB header + 4 KiB PP per entry)"
+                .to_string(),
+            pat(FloorLog::SharedHeader, false, true),
+        ),
+        (
+            "RMWs logged, 1 log write per member (4 KiB PP per entry, no header)".to_string(),
+            pat(FloorLog::PpOnly, false, true),
+        ),
+        (
+            "no dependent log, 1 journal write of 4 KiB per request with the data writes"
+                .to_string(),
+            pat(FloorLog::Journal, false, true),
+        ),
+    ];
+    let mix = [
+        (
+            "degraded mix (1/2 RMW, 1/4 parity-only, 1/4 data-only), unlogged".to_string(),
+            pat(FloorLog::Off, false, true),
+        ),
+        (
+            "degraded mix, the RMWs logged (8 KiB log write)".to_string(),
+            pat(FloorLog::PerRequest, false, true),
+        ),
+    ];
+    for (batch, variants, label) in [
+        (1, &rmw[..], "QD1".to_string()),
+        (QD, &depth[..], format!("batch of {QD}")),
+        (QD, &mix_depth[..], format!("batch of {QD}, degraded mix")),
+        (1, &mix[..], "QD1".to_string()),
+    ] {
+        let res = rotated_costs(variants.len(), rounds, |v| {
+            timed(slice, || {
+                floor_round(
+                    exec,
+                    members,
+                    (&mut *rbuf, wbuf),
+                    variants[v].1,
+                    batch,
+                    blocks,
+                    &mut rng,
+                    &mut ring,
+                )
+            })
+        });
+        push_floor_rows(rows, &label, variants.iter().map(|v| v.0.as_str()), &res);
+    }
+    // `QD` threads, each its own ring running the QD1 pattern (as `RaidQueue`'s workers do):
+    // requests are independent, so one request's log round trip overlaps others' I/O.
+    let threaded = |pat: FloorPattern| {
+        let total = std::sync::atomic::AtomicU64::new(0);
+        let t0 = Instant::now();
+        std::thread::scope(|sc| {
+            for t in 0..QD {
+                let total = &total;
+                sc.spawn(move || {
+                    let mut ex = UringExecutor::new(8).expect("io_uring");
+                    let mut rb = raidline_raid::AlignedBuf::new(2 * 4096, 4096);
+                    let mut wb = raidline_raid::AlignedBuf::new(ENTRY, 4096);
+                    wb.fill(t as u8);
+                    let mut rng = Rng(0xF1 + t as u64);
+                    let mut ring = [0u64; N];
+                    let (n, _) = timed(slice, || {
+                        floor_round(
+                            &mut ex,
+                            members,
+                            (&mut rb, &wb),
+                            pat,
+                            1,
+                            blocks,
+                            &mut rng,
+                            &mut ring,
+                        )
+                    });
+                    total.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                });
+            }
+        });
+        (total.into_inner(), t0.elapsed().as_secs_f64())
+    };
+    for variants in [&rmw[..2], &mix[..]] {
+        let res = rotated_costs(2, rounds, |v| threaded(variants[v].1));
+        push_floor_rows(
+            rows,
+            &format!("{QD} threads"),
+            variants.iter().map(|v| v.0.as_str()),
+            &res,
+        );
+    }
+}
+
+/// Pushes (and prints the per-round costs of) one floor block's rows: the rate of each
+/// variant and, for every variant but the first, its cost against the first.
+fn push_floor_rows<'a>(
+    rows: &mut Vec<(String, String, String)>,
+    label: &str,
+    names: impl Iterator<Item = &'a str>,
+    res: &[(f64, f64, Vec<String>)],
+) {
+    for (i, (name, (cost, rate, shown))) in names.zip(res).enumerate() {
+        rows.push((
+            format!("floor, raw {label}: {name}"),
+            "-".into(),
+            format!("{rate:.0} IOPS"),
+        ));
+        if i > 0 {
+            rows.push((
+                format!("floor cost, raw {label}: {name} (median of rounds)"),
+                "-".into(),
+                format!("{:.1} %", cost * 100.0),
+            ));
+            eprintln!(
+                "floor cost, raw {label}: {name}: {:.1} % (rounds: {shown:?})",
+                cost * 100.0
+            );
+        }
+    }
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     // Only the write-hole protection cost rows (degraded array, both cache modes).
@@ -629,11 +1058,23 @@ fn main() {
         &mut rows,
     );
 
+    // --- The floor: the same member operations raw, on all 4 files (the array is gone).
+    array.stop().expect("stop");
+    drop(array);
+    let raw_members = open_members(&dir, &names[..N], size, false);
+    log_floor_rows(
+        &mut exec,
+        &raw_members,
+        (&mut rbuf[..], &wbuf[..]),
+        (budget / 4, 2 * pairs),
+        member_data / 4096,
+        &mut rows,
+    );
+
     println!("| workload ({N} members, {} KiB chunk, {} MiB per member) | raidline | raw members, same pattern |", CHUNK / 1024, member_data / MIB);
     println!("| --- | ---: | ---: |");
     for (a, b, c) in rows {
         println!("| {a} | {b} | {c} |");
     }
-    drop(array);
     let _ = std::fs::remove_dir_all(&dir);
 }
