@@ -26,7 +26,12 @@ pub const SB_BYTES: usize = 4096;
 /// Default start of the data area: 1 MiB, leaving room for the bitmap and the log.
 pub const DEFAULT_DATA_OFFSET: u64 = 1 << 20;
 const MAGIC: [u8; 8] = *b"RLRAID5\0";
-const VERSION: u32 = 1;
+/// Version 2 added the log flags and UUID-carrying log entries (format 2); version 1
+/// superblocks still assemble (their arrays' log entries are format 1), and a build that
+/// knows only version 1 refuses a version 2 array instead of misreading its log.
+const VERSION: u32 = 2;
+/// The oldest version still read.
+const OLDEST_VERSION: u32 = 1;
 /// Role value of a spare.
 const ROLE_SPARE: u32 = u32::MAX;
 /// "No rebuild in progress".
@@ -207,6 +212,9 @@ pub struct Superblock {
     pub resync_checkpoint: Option<u64>,
     /// Partial-parity-log epoch: log entries of other epochs are void.
     pub ppl_epoch: u64,
+    /// Written by a build before superblock version 2: its log entries are format 1 (no
+    /// array UUID) and it had no log flags. Encoding always writes the current version.
+    pub legacy: bool,
     /// The partial-parity log is switched off (an administrator's choice, kept across
     /// restarts): degraded writes are not logged.
     pub ppl_off: bool,
@@ -297,7 +305,7 @@ impl Superblock {
             return Err(SuperblockError::Checksum { stored, computed });
         }
         let version = get32(b, field::VERSION);
-        if version != VERSION {
+        if !(OLDEST_VERSION..=VERSION).contains(&version) {
             return Err(SuperblockError::Version(version));
         }
         let members = get32(b, field::MEMBERS) as usize;
@@ -425,6 +433,7 @@ impl Superblock {
             rebuild,
             resync_checkpoint: (resync != u64::MAX).then_some(resync),
             ppl_epoch: get64(b, field::PPL_EPOCH),
+            legacy: version < VERSION,
             ppl_off: get32(b, field::PPL_FLAGS) & PPL_OFF != 0,
             ppl_uncovered: get32(b, field::PPL_FLAGS) & PPL_UNCOVERED != 0,
             replace,
@@ -482,6 +491,7 @@ mod tests {
             rebuild: Some((1, 77)),
             resync_checkpoint: None,
             ppl_epoch: 5,
+            legacy: false,
             ppl_off: false,
             ppl_uncovered: true,
             replace: Some(ReplaceRecord {

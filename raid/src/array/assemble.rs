@@ -509,8 +509,8 @@ impl Array {
             Some("the log was switched off")
         } else if newest.ppl_uncovered {
             Some("writes planned before the log covered them were in flight")
-        } else if ppl_epoch != newest.ppl_epoch {
-            Some("another role went missing since")
+        } else if ppl_epoch != newest.ppl_epoch || down_at_stop.len() != 1 {
+            Some("the set of missing roles changed at this assembly")
         } else {
             None
         };
@@ -524,6 +524,7 @@ impl Array {
                     &geo,
                     &meta,
                     uuid,
+                    newest.legacy,
                     &members,
                     newest.ppl_epoch,
                     missing,
@@ -548,7 +549,7 @@ impl Array {
                      parity in {dirty_regions} dirty bitmap region(s) may be torn, so the missing \
                      member's data there may reconstruct wrong; start with start_dirty_degraded \
                      to accept",
-                    uncovered.unwrap_or("the role went missing at this assembly")
+                    uncovered.unwrap_or("the set of missing roles changed at this assembly")
                 ),
                 refused,
             });

@@ -389,11 +389,15 @@ impl Array {
             if st.ppl_off != on {
                 return Ok(());
             }
+            // Writes done under the old setting are durable before the epoch changes.
+            for (r, cause) in Self::flush_members(&st, None) {
+                self.fail_locked(&mut st, r, &cause)?;
+            }
             st.ppl_off = !on;
             st.ppl_epoch += 1;
             // Rounds already writing were planned under the old setting.
+            self.cover_due.store(true, Ordering::SeqCst);
             st.ppl_uncovered = self.inflight.older_than(st.ppl_epoch);
-            self.cover_due.store(st.ppl_uncovered, Ordering::SeqCst);
             self.persist(&mut st)?;
         }
         self.maybe_cover()
@@ -423,7 +427,10 @@ impl Array {
             return Ok(());
         }
         st.ppl_uncovered = false;
-        self.persist(&mut st)?;
+        if let Err(e) = self.persist(&mut st) {
+            st.ppl_uncovered = true;
+            return Err(e);
+        }
         if !st.ppl_uncovered {
             self.cover_due.store(false, Ordering::SeqCst);
         }
@@ -615,7 +622,13 @@ impl Array {
                 "another role is already missing; RAID-5 survives one",
             ));
         }
+        // As in `fail_member`: completed writes are durable before the superblock says the
+        // role is gone (they were planned with it present, so not logged).
+        let unflushed = Self::flush_members(&st, Some(role.0));
         self.fail_locked(&mut st, role.0, "set faulty by the administrator")?;
+        for (r, cause) in unflushed {
+            self.fail_locked(&mut st, r, &cause)?;
+        }
         self.persist(&mut st)?;
         drop(st);
         self.maybe_cover()
@@ -664,15 +677,7 @@ impl Array {
         // superblock while a cache lost part of a stripe's write (data without parity), and
         // `role`'s rows there would reconstruct wrong (found by the model test: a failed
         // read, then a cut during the flushes of the superblock update).
-        let mut unflushed = Vec::new();
-        for (r, slot) in st.slots.iter().enumerate().filter(|(r, _)| *r != role.0) {
-            let Some(m) = slot.member.as_ref().filter(|m| m.volatile_write_cache()) else {
-                continue;
-            };
-            if let Err(e) = m.flush() {
-                unflushed.push((r, e.to_string()));
-            }
-        }
+        let unflushed = Self::flush_members(&st, Some(role.0));
         self.fail_locked(&mut st, role.0, &cause.to_string())?;
         // A member that cannot flush may have lost writes: it is gone too.
         for (r, c) in unflushed {
@@ -683,6 +688,27 @@ impl Array {
         // Covers at once when no write round is in flight (an administrator's fail); else
         // the last round of the old epoch does it when it ends.
         self.maybe_cover()
+    }
+
+    /// Flushes every present member with a volatile write cache but `except`; returns the
+    /// roles that could not flush, with the error. Done before a superblock update that
+    /// changes the log epoch: a write that completed under the old epoch (unlogged, or logged
+    /// under entries the change voids) must be durable before a superblock says the log
+    /// covers the new one; `persist` flushes members one at a time, after their superblock.
+    fn flush_members(st: &Inner, except: Option<usize>) -> Vec<(usize, String)> {
+        let mut unflushed = Vec::new();
+        for (r, slot) in st.slots.iter().enumerate() {
+            if Some(r) == except {
+                continue;
+            }
+            let Some(m) = slot.member.as_ref().filter(|m| m.volatile_write_cache()) else {
+                continue;
+            };
+            if let Err(e) = m.flush() {
+                unflushed.push((r, e.to_string()));
+            }
+        }
+        unflushed
     }
 
     fn fail_locked(&self, st: &mut Inner, role: usize, cause: &str) -> Result<(), RaidError> {
@@ -705,10 +731,11 @@ impl Array {
         st.slots[role].member = None;
         st.ppl_epoch += 1;
         // Rounds writing now were planned with `role` present (not logged, or logged under
-        // the old epoch): until they are done, an unclean stop is not covered.
+        // the old epoch): until they are done, an unclean stop is not covered. `cover_due`
+        // goes up first, so a round that leaves the registry after the check still sees it.
+        self.cover_due.store(true, Ordering::SeqCst);
         if self.inflight.older_than(st.ppl_epoch) {
             st.ppl_uncovered = true;
-            self.cover_due.store(true, Ordering::SeqCst);
         }
         match st.replace.take() {
             // The replaced member failed mid-copy: the new member holds every stripe below
@@ -769,6 +796,7 @@ impl Array {
             rebuild: st.rebuild,
             resync_checkpoint: st.resync,
             ppl_epoch: st.ppl_epoch,
+            legacy: false,
             ppl_off: st.ppl_off,
             ppl_uncovered: st.ppl_uncovered,
             replace: st.replace.as_ref().map(|r| ReplaceRecord {

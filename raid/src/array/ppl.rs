@@ -63,8 +63,12 @@ use crate::superblock::{crc32c, Uuid};
 
 use super::MetaLayout;
 
-/// Format 2: the header carries the array UUID (format 1 entries, without it, are ignored).
+/// Format 2: the header carries the array UUID.
 const MAGIC: [u8; 8] = *b"RLPPL\0\0\x02";
+/// Format 1, written by builds before superblock version 2: the same header without the
+/// UUID. Replayed only for an array whose superblocks are version 1 (an unclean degraded
+/// stop by such a build, assembled by this one).
+const MAGIC_V1: [u8; 8] = *b"RLPPL\0\0\x01";
 pub(crate) const HEADER: usize = 4096;
 /// Where the array UUID sits in the header (before the CRC).
 const UUID_AT: usize = HEADER - 4 - 16;
@@ -111,8 +115,8 @@ impl PplLayout {
 /// One log entry's header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Entry {
-    /// The array the entry belongs to.
-    pub array: Uuid,
+    /// The array the entry belongs to (`None`: a format-1 entry, which does not say).
+    pub array: Option<Uuid>,
     pub epoch: u64,
     pub stripe: u64,
     pub lo: u64,
@@ -155,14 +159,17 @@ impl Entry {
             put(&mut b, s);
             put(&mut b, e);
         }
-        b[UUID_AT..UUID_AT + 16].copy_from_slice(&self.array.0);
+        match self.array {
+            Some(u) => b[UUID_AT..UUID_AT + 16].copy_from_slice(&u.0),
+            None => b[..8].copy_from_slice(&MAGIC_V1),
+        }
         let crc = crc32c(&b[..HEADER - 4]);
         b[HEADER - 4..].copy_from_slice(&crc.to_le_bytes());
         Some(b)
     }
 
     pub(crate) fn decode(b: &[u8]) -> Option<Entry> {
-        if b.len() < HEADER || b[..8] != MAGIC {
+        if b.len() < HEADER || (b[..8] != MAGIC && b[..8] != MAGIC_V1) {
             return None;
         }
         let mut crc = [0u8; 4];
@@ -189,7 +196,7 @@ impl Entry {
         let mut array = [0u8; 16];
         array.copy_from_slice(&b[UUID_AT..UUID_AT + 16]);
         Some(Entry {
-            array: Uuid(array),
+            array: (b[..8] == MAGIC).then_some(Uuid(array)),
             epoch,
             stripe,
             lo,
@@ -262,7 +269,7 @@ impl Drop for InflightGuard<'_> {
 
 /// Applies the valid log entries of array `array` found on `members` (roles in order;
 /// `None` = missing) for epoch `epoch`, with `missing` the role that was missing when they
-/// were written.
+/// were written. Format-1 entries count only when `legacy` (the superblocks are version 1).
 /// Stripes below `valid_below` (the rebuild checkpoint, for a role being rebuilt) are
 /// resynced from all members instead. Returns the number of stripes repaired.
 #[allow(clippy::too_many_arguments)]
@@ -270,6 +277,7 @@ pub(crate) fn recover(
     geo: &Geometry,
     meta: &MetaLayout,
     array: Uuid,
+    legacy: bool,
     members: &[Option<std::sync::Arc<dyn Member>>],
     epoch: u64,
     missing: usize,
@@ -296,7 +304,7 @@ pub(crate) fn recover(
                 continue;
             };
             let stripe = StripeIdx(entry.stripe);
-            if entry.array != array
+            if entry.array.map_or(!legacy, |a| a != array)
                 || entry.epoch != epoch
                 || entry.stripe >= geo.stripes()
                 || geo.parity_member(stripe).0 != role
@@ -421,7 +429,7 @@ mod tests {
     #[test]
     fn header_round_trip_and_corruption() {
         let e = Entry {
-            array: Uuid([7; 16]),
+            array: Some(Uuid([7; 16])),
             epoch: 3,
             stripe: 77,
             lo: 1,
@@ -439,13 +447,12 @@ mod tests {
         assert_eq!(Entry::decode(&bad), None);
         assert_eq!(Entry::decode(&[0u8; HEADER]), None);
         assert_eq!(Entry::decode(&b[..100]), None);
-        // Format 1 (no array UUID) is not read.
-        let mut v1 = AlignedBuf::new(HEADER, 4096);
-        v1.copy_from_slice(&b);
-        v1[7] = 1;
-        let crc = crc32c(&v1[..HEADER - 4]);
-        v1[HEADER - 4..].copy_from_slice(&crc.to_le_bytes());
-        assert_eq!(Entry::decode(&v1), None);
+        // Format 1 (no array UUID) reads as an entry of no stated array.
+        let v1 = Entry {
+            array: None,
+            ..e.clone()
+        };
+        assert_eq!(Entry::decode(&v1.encode().unwrap()), Some(v1));
     }
 
     #[test]

@@ -79,8 +79,6 @@ impl Array {
         // (before the state lock: the bitmap's lock comes first).
         self.write_bitmap_copy(&*member)
             .map_err(|source| RaidError::Member { role, source })?;
-        // Nothing in its log area may be replayed once it holds the role.
-        super::ppl::clear_area(&self.meta, &*member).map_err(RaidError::NewMember)?;
         let mut st = self.write_state();
         if st.failed.is_some() {
             return Err(RaidError::State("array has failed"));
@@ -99,6 +97,9 @@ impl Array {
         if Self::holds_device(&st, &member) {
             return Err(RaidError::State("the new member is already in the array"));
         }
+        // Nothing in its log area may be replayed once it holds the role. Under the state
+        // lock, after the check, so a concurrent use of the same device is refused first.
+        super::ppl::clear_area(&self.meta, &*member).map_err(RaidError::NewMember)?;
         st.replace = Some(Replacing {
             role: role.0,
             member,

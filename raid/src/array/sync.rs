@@ -233,12 +233,6 @@ impl Array {
             });
         }
         let uuid = crate::superblock::Uuid::random()?;
-        if Self::holds_device(&self.read_state(), &member) {
-            return Err(RaidError::State("the device is already in the array"));
-        }
-        // Before any superblock names it: its log area must not hold entries of another
-        // array, or of an earlier life of this one.
-        super::ppl::clear_area(&self.meta, &*member).map_err(RaidError::NewMember)?;
         let mut st = self.write_state();
         if st.failed.is_some() {
             return Err(RaidError::State("array has failed"));
@@ -246,6 +240,11 @@ impl Array {
         if Self::holds_device(&st, &member) {
             return Err(RaidError::State("the device is already in the array"));
         }
+        // Before any superblock names it: its log area must not hold entries of another
+        // array, or of an earlier life of this one. Under the state lock (one zeroing write
+        // and a flush, rare), so that a concurrent add of the same device cannot clear it
+        // once it serves.
+        super::ppl::clear_area(&self.meta, &*member).map_err(RaidError::NewMember)?;
         st.spares.push((member, uuid));
         Self::take_spare(&mut st);
         self.persist(&mut st)

@@ -1460,7 +1460,7 @@ fn poke_entry(disk: &MemMember, a: &Array, owner: Uuid, epoch: u64, stripe: u64,
     let rows = a.geo.chunk_blocks();
     let pp = pattern(999, rows as usize * a.geo.block_bytes());
     let entry = ppl::Entry {
-        array: owner,
+        array: Some(owner),
         epoch,
         stripe,
         lo: 0,
@@ -1596,11 +1596,20 @@ fn a_hot_replace_member_brings_no_log_entries_into_the_array() {
     );
 }
 
-/// (armed, inside, released) and its condition variable.
-type Gate = (Mutex<(bool, bool, bool)>, std::sync::Condvar);
+/// Where a [`GateMember`] holds the next operation at or past its offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hold {
+    Read,
+    BeforeWrite,
+    AfterWrite,
+}
 
-/// A member whose next write at or past `from` (once armed) stops until released: holds a
-/// write round in flight at a known point, without timing.
+/// (armed at, inside, released) and its condition variable.
+type Gate = (Mutex<(Option<Hold>, bool, bool)>, std::sync::Condvar);
+
+/// A member that, once armed, stops its next read or write at or past `from` (before or
+/// after the write reaches the media) until released: holds a write round at a known point,
+/// without timing.
 #[derive(Debug)]
 struct GateMember {
     inner: MemMember,
@@ -1609,18 +1618,49 @@ struct GateMember {
 }
 
 impl GateMember {
-    fn wait(&self, what: impl Fn(&(bool, bool, bool)) -> bool) {
+    /// Waits for `what`; panics after a minute (the other side died: fail, do not hang).
+    fn wait(&self, what: impl Fn(&(Option<Hold>, bool, bool)) -> bool) {
         let (m, cv) = &*self.gate;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         let mut g = m.lock().unwrap();
         while !what(&g) {
-            g = cv.wait(g).unwrap();
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            assert!(!left.is_zero(), "gate: the awaited state never came");
+            g = cv.wait_timeout(g, left).unwrap().0;
         }
     }
 
-    fn set(&self, f: impl FnOnce(&mut (bool, bool, bool))) {
+    fn set(&self, f: impl FnOnce(&mut (Option<Hold>, bool, bool))) {
         let (m, cv) = &*self.gate;
         f(&mut m.lock().unwrap());
         cv.notify_all();
+    }
+
+    fn arm(&self, at: Hold) {
+        self.set(|g| g.0 = Some(at));
+    }
+
+    /// Lets the held operation go on.
+    fn release(&self) {
+        self.set(|g| g.2 = true);
+    }
+
+    /// Takes the gate if it is armed for `at` and `offset` is in range.
+    fn take(&self, at: Hold, offset: u64) -> bool {
+        let (m, _) = &*self.gate;
+        let mut g = m.lock().unwrap();
+        if offset >= self.from && g.0 == Some(at) {
+            g.0 = None;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn hold(&self) {
+        self.set(|g| g.1 = true);
+        self.wait(|g| g.2);
+        self.set(|g| *g = (g.0, false, false));
     }
 }
 
@@ -1632,27 +1672,30 @@ impl Member for GateMember {
         self.inner.size_bytes()
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), crate::error::MemberError> {
+        if self.take(Hold::Read, offset) {
+            self.hold();
+        }
         self.inner.read_at(offset, buf)
     }
     fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), crate::error::MemberError> {
-        let hold = offset >= self.from && {
-            let (m, _) = &*self.gate;
-            let mut g = m.lock().unwrap();
-            std::mem::replace(&mut g.0, false)
-        };
-        if hold {
-            self.set(|g| g.1 = true);
-            self.wait(|g| g.2);
+        if self.take(Hold::BeforeWrite, offset) {
+            self.hold();
         }
-        self.inner.write_at(offset, buf)
+        let after = self.take(Hold::AfterWrite, offset);
+        let r = self.inner.write_at(offset, buf);
+        if after {
+            self.hold();
+        }
+        r
     }
     fn flush(&self) -> Result<(), crate::error::MemberError> {
         self.inner.flush()
     }
 }
 
-#[test]
-fn a_write_in_flight_when_a_member_fails_keeps_the_log_uncovered_until_it_ends() {
+/// 4 write-through members behind gates (from the data area on), 4 KiB chunks, 64 stripes
+/// filled with pattern 1.
+fn gated_rig() -> (Vec<MemMember>, Vec<Arc<GateMember>>, Arc<Array>) {
     let stripes = 64;
     let mems: Vec<MemMember> = (0..4)
         .map(|i| MemMember::new(&format!("m{i}"), MIB + stripes * 4096))
@@ -1676,18 +1719,84 @@ fn a_write_in_flight_when_a_member_fails_keeps_the_log_uncovered_until_it_ends()
     let arcs = gates.iter().map(|g| g.clone() as Arc<dyn Member>).collect();
     let array = Arc::new(Array::create(arcs, vec![], &cfg, Arc::new(CpuXor::detect())).unwrap());
     assert_eq!(array.meta.data_offset, MIB as u64);
+    (mems, gates, array)
+}
+
+/// Copies of `mems` but `skip` as they are now (a power cut at this instant).
+fn cut_copies(mems: &[MemMember], skip: usize) -> Vec<Arc<dyn Member>> {
+    mems.iter()
+        .enumerate()
+        .filter(|(i, _)| *i != skip)
+        .map(|(i, m)| {
+            let copy = MemMember::new(&format!("m{i}"), m.snapshot().len());
+            copy.poke(0, &m.snapshot());
+            Arc::new(copy) as Arc<dyn Member>
+        })
+        .collect()
+}
+
+#[test]
+fn a_round_that_planned_before_a_failure_plans_again_before_writing() {
+    let (mems, gates, array) = gated_rig();
     let g = *array.geometry();
     let held = g.data_member(StripeIdx(0), 1).0;
     let fail = g.data_member(StripeIdx(0), 0).0;
     array
-        .write(
-            &mut SyncExecutor,
-            ArrayBlock(0),
-            &pattern(1, stripes * 3 * 4096),
-        )
+        .write(&mut SyncExecutor, ArrayBlock(0), &pattern(1, 64 * 3 * 4096))
+        .unwrap();
+    let want = first_stripes(&array);
+    // A healthy write of data indices 1 and 2 of stripe 0: reconstruct-write, which reads
+    // only data index 0 (`fail`'s); held in that read.
+    gates[fail].arm(Hold::Read);
+    let new = pattern(2, 2 * 4096);
+    let writer = {
+        let (array, new) = (array.clone(), new.clone());
+        std::thread::spawn(move || {
+            let at = array.geometry().logical_block(StripeIdx(0), 1, 0);
+            array.write(&mut SyncExecutor, at, &new).unwrap();
+        })
+    };
+    gates[fail].wait(|g| g.1);
+    // The failure finds no round writing: the log covers at once.
+    array.set_faulty(MemberIdx(fail)).unwrap();
+    assert!(array.write_hole_covered());
+    // The round must plan again, degraded and logged: hold it once data index 1 landed.
+    gates[held].arm(Hold::AfterWrite);
+    gates[fail].release();
+    gates[held].wait(|g| g.1);
+    // A power cut now: data index 1 is new, the rest maybe not; the log entry repairs parity.
+    let asm = Array::assemble(cut_copies(&mems, fail), None, Arc::new(CpuXor::detect())).unwrap();
+    assert!(!asm.write_hole_exposed);
+    let mut got = first_stripes(&asm.array);
+    let at = g.logical_block(StripeIdx(0), 1, 0).0 as usize * 4096;
+    // The interrupted write's own blocks hold old or new; every other block is intact.
+    for b in [at, at + 4096] {
+        let (o, n) = (&want[b..b + 4096], &new[b - at..b - at + 4096]);
+        assert!(
+            got[b..b + 4096] == *o || got[b..b + 4096] == *n,
+            "block at {b}"
+        );
+    }
+    got[at..at + 8192].copy_from_slice(&want[at..at + 8192]);
+    assert!(
+        got == want,
+        "a block the interrupted write did not touch changed"
+    );
+    gates[held].release();
+    writer.join().unwrap();
+}
+
+#[test]
+fn a_write_in_flight_when_a_member_fails_keeps_the_log_uncovered_until_it_ends() {
+    let (mems, gates, array) = gated_rig();
+    let g = *array.geometry();
+    let held = g.data_member(StripeIdx(0), 1).0;
+    let fail = g.data_member(StripeIdx(0), 0).0;
+    array
+        .write(&mut SyncExecutor, ArrayBlock(0), &pattern(1, 64 * 3 * 4096))
         .unwrap();
     assert!(array.write_hole_covered());
-    gates[held].set(|g| g.0 = true);
+    gates[held].arm(Hold::BeforeWrite);
     // A healthy (unlogged) write to stripe 0, held inside its data write on `held`.
     let writer = {
         let array = array.clone();
@@ -1702,21 +1811,11 @@ fn a_write_in_flight_when_a_member_fails_keeps_the_log_uncovered_until_it_ends()
     array.set_faulty(MemberIdx(fail)).unwrap();
     assert!(!array.write_hole_covered());
     // A power cut now: the superblocks say the log does not cover this stop.
-    let cut: Vec<Arc<dyn Member>> = mems
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i != fail)
-        .map(|(i, m)| {
-            let copy = MemMember::new(&format!("m{i}"), m.snapshot().len());
-            copy.poke(0, &m.snapshot());
-            Arc::new(copy) as Arc<dyn Member>
-        })
-        .collect();
-    let err = Array::assemble(cut, None, Arc::new(CpuXor::detect()))
+    let err = Array::assemble(cut_copies(&mems, fail), None, Arc::new(CpuXor::detect()))
         .unwrap_err()
         .to_string();
     assert!(err.contains("were in flight"), "{err}");
-    gates[held].set(|g| g.2 = true);
+    gates[held].release();
     writer.join().unwrap();
     // The last round of the old epoch ended: covered again, and persisted.
     assert!(array.write_hole_covered());
@@ -1726,8 +1825,11 @@ fn a_write_in_flight_when_a_member_fails_keeps_the_log_uncovered_until_it_ends()
         .filter(|(i, _)| *i != fail)
         .map(|(_, m)| Arc::new(m.clone()) as Arc<dyn Member>)
         .collect();
+    let want = first_stripes(&array);
+    drop(array);
     let asm = Array::assemble(now, None, Arc::new(CpuXor::detect())).unwrap();
     assert!(!asm.write_hole_exposed);
+    assert!(first_stripes(&asm.array) == want);
 }
 
 #[test]
@@ -1736,6 +1838,8 @@ fn a_device_already_in_the_array_is_refused_as_spare_or_replacement_untouched() 
     r.array
         .write(&mut SyncExecutor, ArrayBlock(0), &pattern(1, 64 * 3 * 4096))
         .unwrap();
+    // Something in its log area that clearing would wipe.
+    r.mems[2].poke(r.array.meta.ppl_offset as usize, &pattern(3, 4096));
     let before = r.mems[2].snapshot();
     // The same device opened again (same name), as an administrator's typo would.
     let again: Arc<dyn Member> = Arc::new(r.mems[2].clone());

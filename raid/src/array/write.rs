@@ -148,8 +148,10 @@ impl Array {
         let result = self.write_round_locked(exec, round);
         self.bitmap.end(first, last);
         drop(guard);
-        // The last round of an older log epoch records that the log covers again.
-        result.and_then(|()| self.maybe_cover())
+        // The last round of an older log epoch records that the log covers again (also when
+        // this request failed: its registrations are gone).
+        let covered = self.maybe_cover();
+        result.and(covered)
     }
 
     fn write_round_locked<E: Executor + ?Sized>(
@@ -366,7 +368,7 @@ impl Array {
             };
             let fw = f.and_then(|f| p.writes.iter().find(|w| w.data_index == f));
             let entry = Entry {
-                array: self.uuid,
+                array: Some(self.uuid),
                 epoch,
                 stripe,
                 lo,
