@@ -516,6 +516,21 @@ mod tests {
     }
 
     #[test]
+    fn version_1_reads_as_legacy_and_later_versions_are_refused() {
+        let mut b = sample().encode();
+        assert!(!Superblock::decode(&b).unwrap().legacy);
+        for (version, ok) in [(1, true), (3, false), (0, false)] {
+            put32(&mut b, field::VERSION, version);
+            let crc = crc32c(&b[..field::CRC]);
+            put32(&mut b, field::CRC, crc);
+            match Superblock::decode(&b) {
+                Ok(sb) => assert!(ok && sb.legacy),
+                Err(e) => assert!(!ok && matches!(e, SuperblockError::Version(v) if v == version)),
+            }
+        }
+    }
+
+    #[test]
     fn round_trip() {
         let sb = sample();
         assert_eq!(Superblock::decode(&sb.encode()).unwrap(), sb);

@@ -403,7 +403,6 @@ fn switching_the_log_on_makes_unlogged_writes_durable_before_it_covers() {
     cut_and_assemble(r, rf, df, &want);
 }
 
-/// Control: same as the switch-on probe, but the array is flushed before the switch.
 /// Off then on again with an entry of the old epoch in stripe 0's slot and an unlogged write
 /// to stripe 0 in between: the old entry must be void.
 #[test]

@@ -623,12 +623,18 @@ impl Array {
             ));
         }
         // As in `fail_member`: completed writes are durable before the superblock says the
-        // role is gone (they were planned with it present, so not logged).
-        let unflushed = Self::flush_members(&st, Some(role.0));
-        self.fail_locked(&mut st, role.0, "set faulty by the administrator")?;
-        for (r, cause) in unflushed {
+        // role is gone (they were planned with it present, so not logged). A member that
+        // cannot flush may have lost writes: it fails instead, and the healthy role the
+        // administrator named stays in service (failing both would stop the array).
+        if let Some((r, cause)) = Self::flush_members(&st, Some(role.0)).into_iter().next() {
             self.fail_locked(&mut st, r, &cause)?;
+            self.persist(&mut st)?;
+            return Err(RaidError::State(
+                "another member failed its cache flush and was failed instead; the named role \
+                 stays in service",
+            ));
         }
+        self.fail_locked(&mut st, role.0, "set faulty by the administrator")?;
         self.persist(&mut st)?;
         drop(st);
         self.maybe_cover()

@@ -1849,3 +1849,35 @@ fn a_device_already_in_the_array_is_refused_as_spare_or_replacement_untouched() 
     assert!(err.to_string().contains("already in the array"), "{err}");
     assert!(r.mems[2].snapshot() == before, "the member was written");
 }
+
+#[test]
+fn an_administrators_fail_that_finds_another_member_unable_to_flush_fails_that_one_only() {
+    let mems: Vec<MemMember> = (0..4)
+        .map(|i| MemMember::with_volatile_cache(&format!("v{i}"), MIB + 64 * 4096))
+        .collect();
+    let wrapped: Vec<FaultyMember> = mems
+        .iter()
+        .map(|m| FaultyMember::new(Arc::new(m.clone()), 3))
+        .collect();
+    let faults: Vec<FaultHandle> = wrapped.iter().map(FaultyMember::handle).collect();
+    let arcs = wrapped
+        .into_iter()
+        .map(|w| Arc::new(w) as Arc<dyn Member>)
+        .collect();
+    let cfg = ArrayConfig {
+        chunk: ChunkSize::new(4096).unwrap(),
+        assume_clean: true,
+        ..ArrayConfig::default()
+    };
+    let array = Array::create(arcs, vec![], &cfg, Arc::new(CpuXor::detect())).unwrap();
+    array
+        .write(&mut SyncExecutor, ArrayBlock(0), &pattern(1, 64 * 3 * 4096))
+        .unwrap();
+    faults[2].inject(Fault::FailAfter { ops: 0 });
+    let err = array.set_faulty(MemberIdx(1)).unwrap_err();
+    assert!(err.to_string().contains("stays in service"), "{err}");
+    assert!(!array.is_failed());
+    let states = array.member_states();
+    assert_eq!(states[1], SlotState::Active);
+    assert_eq!(states[2], SlotState::Failed);
+}

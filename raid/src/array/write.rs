@@ -148,10 +148,10 @@ impl Array {
         let result = self.write_round_locked(exec, round);
         self.bitmap.end(first, last);
         drop(guard);
-        // The last round of an older log epoch records that the log covers again (also when
-        // this request failed: its registrations are gone).
-        let covered = self.maybe_cover();
-        result.and(covered)
+        // The last round of an older log epoch records that the log covers again. Not after
+        // a failed request: it may have left a stripe torn (the flag then stays until the
+        // next write that succeeds, a refusal at worst).
+        result.and_then(|()| self.maybe_cover())
     }
 
     fn write_round_locked<E: Executor + ?Sized>(
