@@ -407,27 +407,7 @@ fn switching_the_log_on_makes_unlogged_writes_durable_before_it_covers() {
 /// to stripe 0 in between: the old entry must be void.
 #[test]
 fn entries_from_before_the_log_was_switched_off_stay_void_after_it_is_on_again() {
-    let size = MIB + 64 * 4096;
-    let disks: Vec<MemMember> = (0..N)
-        .map(|i| MemMember::new(&format!("d{i}"), size))
-        .collect();
-    let cfg = ArrayConfig {
-        chunk: ChunkSize::new(4096).unwrap(),
-        block: BlockSize::new(4096).unwrap(),
-        assume_clean: true,
-        ..ArrayConfig::default()
-    };
-    let arcs: Vec<Arc<dyn Member>> = disks
-        .iter()
-        .map(|d| Arc::new(d.clone()) as Arc<dyn Member>)
-        .collect();
-    let array = Array::create(arcs, vec![], &cfg, Arc::new(CpuXor::detect())).unwrap();
-    let fill = pattern(1, array.geometry().capacity_bytes() as usize);
-    array
-        .write(&mut SyncExecutor, ArrayBlock(0), &fill)
-        .unwrap();
-    let failed = array.geometry().data_member(StripeIdx(0), 0).0;
-    array.set_faulty(MemberIdx(failed)).unwrap();
+    let (disks, array, failed) = degraded();
     let want = read_block(&array, 0, 0);
     let w = |d: usize, seed: u64| {
         let at = array.geometry().logical_block(StripeIdx(0), d, 0);
@@ -440,13 +420,7 @@ fn entries_from_before_the_log_was_switched_off_stay_void_after_it_is_on_again()
     w(2, 31); // unlogged
     array.set_write_hole_protection(true).unwrap();
     drop(array);
-    let cands: Vec<Arc<dyn Member>> = disks
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i != failed)
-        .map(|(_, d)| Arc::new(d.clone()) as Arc<dyn Member>)
-        .collect();
-    let asm = Array::assemble(cands, None, Arc::new(CpuXor::detect())).unwrap();
+    let asm = Array::assemble(survivors(&disks, failed), None, Arc::new(CpuXor::detect())).unwrap();
     assert!(
         read_block(&asm.array, 0, 0) == want,
         "a void entry was replayed"
@@ -454,28 +428,8 @@ fn entries_from_before_the_log_was_switched_off_stay_void_after_it_is_on_again()
 }
 
 fn upgrade_probe(as_v1: bool) -> (bool, bool) {
-    let size = MIB + 64 * 4096;
-    let disks: Vec<MemMember> = (0..N)
-        .map(|i| MemMember::new(&format!("d{i}"), size))
-        .collect();
-    let cfg = ArrayConfig {
-        chunk: ChunkSize::new(4096).unwrap(),
-        block: BlockSize::new(4096).unwrap(),
-        assume_clean: true,
-        ..ArrayConfig::default()
-    };
-    let arcs: Vec<Arc<dyn Member>> = disks
-        .iter()
-        .map(|d| Arc::new(d.clone()) as Arc<dyn Member>)
-        .collect();
-    let array = Array::create(arcs, vec![], &cfg, Arc::new(CpuXor::detect())).unwrap();
-    let fill = pattern(1, array.geometry().capacity_bytes() as usize);
-    array
-        .write(&mut SyncExecutor, ArrayBlock(0), &fill)
-        .unwrap();
-    let failed = array.geometry().data_member(StripeIdx(0), 0).0;
+    let (disks, array, failed) = degraded();
     let p = array.geometry().parity_member(StripeIdx(0)).0;
-    array.set_faulty(MemberIdx(failed)).unwrap();
     let want = read_block(&array, 0, 0);
     let old_parity = disks[p].snapshot()[MIB..MIB + 4096].to_vec();
     let at = array.geometry().logical_block(StripeIdx(0), 1, 0);
@@ -510,13 +464,7 @@ fn upgrade_probe(as_v1: bool) -> (bool, bool) {
         h[4096 - 4..].copy_from_slice(&crc.to_le_bytes());
         disks[p].poke(hdr_at, &h);
     }
-    let cands: Vec<Arc<dyn Member>> = disks
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i != failed)
-        .map(|(_, d)| Arc::new(d.clone()) as Arc<dyn Member>)
-        .collect();
-    let asm = Array::assemble(cands, None, Arc::new(CpuXor::detect())).unwrap();
+    let asm = Array::assemble(survivors(&disks, failed), None, Arc::new(CpuXor::detect())).unwrap();
     (asm.write_hole_exposed, read_block(&asm.array, 0, 0) == want)
 }
 

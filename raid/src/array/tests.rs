@@ -1528,8 +1528,11 @@ fn entries_of_another_array_are_not_replayed() {
     );
 }
 
-#[test]
-fn a_spare_brings_no_log_entries_into_the_array() {
+/// A device carrying an entry of this very array's UUID for the epoch the array will reach
+/// (an earlier life of the array, re-created with the same UUID) joins as a spare (rebuilt
+/// into the role holding stripe 0's parity) or as the hot-replace member of that role; then
+/// another role fails and the array stops uncleanly: the entry must not be replayed.
+fn new_device_brings_no_log_entries(as_spare: bool) {
     let r = rig_stripes(4, 64);
     let g = *r.array.geometry();
     let q = g.data_member(StripeIdx(0), 0).0;
@@ -1537,15 +1540,21 @@ fn a_spare_brings_no_log_entries_into_the_array() {
     r.array
         .write(&mut SyncExecutor, ArrayBlock(0), &pattern(1, 64 * 3 * 4096))
         .unwrap();
-    r.array.set_faulty(MemberIdx(p)).unwrap();
-    // The spare carries an entry of this very array's UUID for the epoch it will reach (an
-    // earlier life of the array, re-created with the same UUID).
-    let (spare, _, arc) = new_disk("spare", 64);
-    poke_entry(&spare, &r.array, r.array.uuid(), 3, 0, 1);
-    r.array.add_spare(arc).unwrap();
+    let (dev, _, arc) = new_disk("new", 64);
+    if as_spare {
+        // Epochs: 1 at this fail, 2 when the rebuild ends, 3 at `q`'s fail.
+        r.array.set_faulty(MemberIdx(p)).unwrap();
+        poke_entry(&dev, &r.array, r.array.uuid(), 3, 0, 1);
+        r.array.add_spare(arc).unwrap();
+    } else {
+        // A hand-over keeps the epoch: 1 at `q`'s fail.
+        poke_entry(&dev, &r.array, r.array.uuid(), 1, 0, 1);
+        r.array.replace(MemberIdx(p), arc).unwrap();
+    }
     r.array
         .run_rebuild(&mut SyncExecutor, &mut Throttle::new(None))
         .unwrap();
+    assert!(r.array.replace_status().is_none() && r.array.degraded_roles().is_empty());
     r.array.set_faulty(MemberIdx(q)).unwrap();
     dirty_region_zero(&r.array);
     let want = first_stripes(&r.array);
@@ -1555,45 +1564,22 @@ fn a_spare_brings_no_log_entries_into_the_array() {
         .enumerate()
         .filter(|(i, _)| *i != q && *i != p)
         .map(|(_, m)| m)
-        .chain([&spare])
+        .chain([&dev])
         .collect();
     assert!(
         restart(r.array, &disks) == want,
-        "the spare's old entry was replayed"
+        "the new device's old entry was replayed"
     );
 }
 
 #[test]
+fn a_spare_brings_no_log_entries_into_the_array() {
+    new_device_brings_no_log_entries(true);
+}
+
+#[test]
 fn a_hot_replace_member_brings_no_log_entries_into_the_array() {
-    let r = rig_stripes(4, 64);
-    let g = *r.array.geometry();
-    let q = g.data_member(StripeIdx(0), 0).0;
-    let p = g.parity_member(StripeIdx(0)).0;
-    r.array
-        .write(&mut SyncExecutor, ArrayBlock(0), &pattern(1, 64 * 3 * 4096))
-        .unwrap();
-    let (new, _, arc) = new_disk("new", 64);
-    poke_entry(&new, &r.array, r.array.uuid(), 1, 0, 1);
-    r.array.replace(MemberIdx(p), arc).unwrap();
-    r.array
-        .run_rebuild(&mut SyncExecutor, &mut Throttle::new(None))
-        .unwrap();
-    assert!(r.array.replace_status().is_none());
-    r.array.set_faulty(MemberIdx(q)).unwrap();
-    dirty_region_zero(&r.array);
-    let want = first_stripes(&r.array);
-    let disks: Vec<&MemMember> = r
-        .mems
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i != q && *i != p)
-        .map(|(_, m)| m)
-        .chain([&new])
-        .collect();
-    assert!(
-        restart(r.array, &disks) == want,
-        "the new member's old entry was replayed"
-    );
+    new_device_brings_no_log_entries(false);
 }
 
 /// Where a [`GateMember`] holds the next operation at or past its offset.
