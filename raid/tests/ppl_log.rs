@@ -32,6 +32,35 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// An array of 4 KiB chunks and blocks over `members` (assumed clean), optionally with a
+/// chosen UUID, filled with `pattern(seed)`.
+fn filled_array(
+    members: Vec<Arc<dyn Member>>,
+    uuid: Option<raidline_raid::Uuid>,
+    seed: u64,
+) -> Array {
+    let cfg = ArrayConfig {
+        chunk: ChunkSize::new(4096).unwrap(),
+        block: BlockSize::new(4096).unwrap(),
+        assume_clean: true,
+        uuid,
+        ..ArrayConfig::default()
+    };
+    let array = Array::create(members, vec![], &cfg, Arc::new(CpuXor::detect())).unwrap();
+    let fill = pattern(seed, array.geometry().capacity_bytes() as usize);
+    array
+        .write(&mut SyncExecutor, ArrayBlock(0), &fill)
+        .unwrap();
+    array
+}
+
+fn arcs(disks: &[MemMember]) -> Vec<Arc<dyn Member>> {
+    disks
+        .iter()
+        .map(|d| Arc::new(d.clone()) as Arc<dyn Member>)
+        .collect()
+}
+
 /// A filled array of write-through members with the role holding data index 0 of stripe 0
 /// taken out; returns the disks, the array and that role.
 fn degraded() -> (Vec<MemMember>, Array, usize) {
@@ -39,21 +68,7 @@ fn degraded() -> (Vec<MemMember>, Array, usize) {
     let disks: Vec<MemMember> = (0..N)
         .map(|i| MemMember::new(&format!("d{i}"), size))
         .collect();
-    let cfg = ArrayConfig {
-        chunk: ChunkSize::new(4096).unwrap(),
-        block: BlockSize::new(4096).unwrap(),
-        assume_clean: true,
-        ..ArrayConfig::default()
-    };
-    let arcs: Vec<Arc<dyn Member>> = disks
-        .iter()
-        .map(|d| Arc::new(d.clone()) as Arc<dyn Member>)
-        .collect();
-    let array = Array::create(arcs, vec![], &cfg, Arc::new(CpuXor::detect())).unwrap();
-    let fill = pattern(1, array.geometry().capacity_bytes() as usize);
-    array
-        .write(&mut SyncExecutor, ArrayBlock(0), &fill)
-        .unwrap();
+    let array = filled_array(arcs(&disks), None, 1);
     let failed = array.geometry().data_member(StripeIdx(0), 0).0;
     array.set_faulty(MemberIdx(failed)).unwrap();
     (disks, array, failed)
@@ -226,22 +241,7 @@ fn an_array_created_again_with_the_same_uuid_replays_nothing_of_the_old_one() {
     }
     drop(array);
     // The same disks, the same UUID, other data, the same role missing: epoch 1 again.
-    let cfg = ArrayConfig {
-        chunk: ChunkSize::new(4096).unwrap(),
-        block: BlockSize::new(4096).unwrap(),
-        assume_clean: true,
-        uuid: Some(uuid),
-        ..ArrayConfig::default()
-    };
-    let arcs: Vec<Arc<dyn Member>> = disks
-        .iter()
-        .map(|d| Arc::new(d.clone()) as Arc<dyn Member>)
-        .collect();
-    let array = Array::create(arcs, vec![], &cfg, Arc::new(CpuXor::detect())).unwrap();
-    let fill = pattern(2, array.geometry().capacity_bytes() as usize);
-    array
-        .write(&mut SyncExecutor, ArrayBlock(0), &fill)
-        .unwrap();
+    let array = filled_array(arcs(&disks), Some(uuid), 2);
     array.set_faulty(MemberIdx(failed)).unwrap();
     let blocks = |a: &Array| -> Vec<Vec<u8>> {
         (0..8)
@@ -287,21 +287,14 @@ fn cache_rig() -> CacheRig {
         .iter()
         .map(|d| Arc::new(FaultyMember::new(Arc::new(d.clone()) as Arc<dyn Member>, 1)))
         .collect();
-    let cfg = ArrayConfig {
-        chunk: ChunkSize::new(4096).unwrap(),
-        block: BlockSize::new(4096).unwrap(),
-        assume_clean: true,
-        ..ArrayConfig::default()
-    };
-    let arcs: Vec<Arc<dyn Member>> = faulty
-        .iter()
-        .map(|f| f.clone() as Arc<dyn Member>)
-        .collect();
-    let array = Array::create(arcs, vec![], &cfg, Arc::new(CpuXor::detect())).unwrap();
-    let fill = pattern(1, array.geometry().capacity_bytes() as usize);
-    array
-        .write(&mut SyncExecutor, ArrayBlock(0), &fill)
-        .unwrap();
+    let array = filled_array(
+        faulty
+            .iter()
+            .map(|f| f.clone() as Arc<dyn Member>)
+            .collect(),
+        None,
+        1,
+    );
     array.flush().unwrap();
     CacheRig {
         disks,

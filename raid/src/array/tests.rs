@@ -1705,6 +1705,13 @@ fn gated_rig() -> (Vec<MemMember>, Vec<Arc<GateMember>>, Arc<Array>) {
     let arcs = gates.iter().map(|g| g.clone() as Arc<dyn Member>).collect();
     let array = Arc::new(Array::create(arcs, vec![], &cfg, Arc::new(CpuXor::detect())).unwrap());
     assert_eq!(array.meta.data_offset, MIB as u64);
+    array
+        .write(
+            &mut SyncExecutor,
+            ArrayBlock(0),
+            &pattern(1, stripes * 3 * 4096),
+        )
+        .unwrap();
     (mems, gates, array)
 }
 
@@ -1727,9 +1734,6 @@ fn a_round_that_planned_before_a_failure_plans_again_before_writing() {
     let g = *array.geometry();
     let held = g.data_member(StripeIdx(0), 1).0;
     let fail = g.data_member(StripeIdx(0), 0).0;
-    array
-        .write(&mut SyncExecutor, ArrayBlock(0), &pattern(1, 64 * 3 * 4096))
-        .unwrap();
     let want = first_stripes(&array);
     // A healthy write of data indices 1 and 2 of stripe 0: reconstruct-write, which reads
     // only data index 0 (`fail`'s); held in that read.
@@ -1778,9 +1782,6 @@ fn a_write_in_flight_when_a_member_fails_keeps_the_log_uncovered_until_it_ends()
     let g = *array.geometry();
     let held = g.data_member(StripeIdx(0), 1).0;
     let fail = g.data_member(StripeIdx(0), 0).0;
-    array
-        .write(&mut SyncExecutor, ArrayBlock(0), &pattern(1, 64 * 3 * 4096))
-        .unwrap();
     assert!(array.write_hole_covered());
     gates[held].arm(Hold::BeforeWrite);
     // A healthy (unlogged) write to stripe 0, held inside its data write on `held`.
