@@ -310,6 +310,27 @@ pub enum RaidError {
         /// Members refused on the way.
         refused: Vec<Refused>,
     },
+    /// Assembly refused to start an array that stopped uncleanly and is now missing a member
+    /// that no partial-parity log covers (md's refusal without `start_dirty_degraded`): the
+    /// missing member's data in the dirty regions may reconstruct wrong. Start it anyway with
+    /// [`crate::AssembleOptions::start_dirty_degraded`] (the daemon's
+    /// `raidline array start --accept-dirty-degraded`).
+    #[error(
+        "unclean stop and role(s) {missing:?} missing with no log covering it ({reason}): \
+         parity in {dirty_regions} dirty bitmap region(s) may be torn, so the missing \
+         member's data there may reconstruct wrong; start with start_dirty_degraded \
+         (raidline array start --accept-dirty-degraded) to accept"
+    )]
+    WriteHoleExposed {
+        /// Roles missing.
+        missing: Vec<usize>,
+        /// Dirty bitmap regions (the stripes that may be torn).
+        dirty_regions: u64,
+        /// Why the log does not cover the stop.
+        reason: String,
+        /// Members refused on the way.
+        refused: Vec<Refused>,
+    },
     /// The operation needs a state the array is not in (e.g. rebuild with nothing to rebuild).
     #[error("{0}")]
     State(&'static str),
@@ -340,7 +361,8 @@ impl RaidError {
             | RaidError::Member { .. }
             | RaidError::MemberTooSmall { .. }
             | RaidError::NewMember(_)
-            | RaidError::Assemble { .. } => ErrorClass::Unavailable,
+            | RaidError::Assemble { .. }
+            | RaidError::WriteHoleExposed { .. } => ErrorClass::Unavailable,
             RaidError::Parity(_) | RaidError::Superblock(_) | RaidError::State(_) => {
                 ErrorClass::Internal
             }

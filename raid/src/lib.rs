@@ -67,8 +67,8 @@ pub mod superblock;
 pub mod sys;
 
 pub use array::{
-    Array, ArrayConfig, ArrayStats, AssembleOptions, Assembled, ReplaceStatus, SyncKind,
-    SyncProgress, Throttle,
+    Array, ArrayConfig, ArrayStats, AssembleOptions, Assembled, Exposure, ReplaceStatus, SyncKind,
+    SyncProgress, Throttle, WriteHolePolicy,
 };
 pub use error::{
     ErrorClass, GeometryError, MemberError, ParityError, RaidError, RefuseReason, Refused,

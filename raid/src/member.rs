@@ -362,6 +362,11 @@ impl PowerSwitch {
         )))
     }
 
+    /// The power fails now: every later write is dropped.
+    pub fn cut(&self) {
+        self.0.store(-1, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// Whether the power has failed.
     pub fn is_cut(&self) -> bool {
         self.0.load(std::sync::atomic::Ordering::SeqCst) < 0

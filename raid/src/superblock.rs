@@ -45,6 +45,10 @@ const ROLE_FORMER: u32 = 0x2000_0000;
 const PPL_OFF: u32 = 1;
 /// Log flag: writes not logged under the current epoch may still have been in flight.
 const PPL_UNCOVERED: u32 = 2;
+/// Log flag: write-hole policy "always" (healthy writes are logged too). Builds before the
+/// policy existed ignore it and treat the array as "degraded", which refuses rather than
+/// misreads: their recovery never replays an older epoch's entries.
+const PPL_ALWAYS: u32 = 4;
 
 /// Field offsets within the superblock.
 mod field {
@@ -78,6 +82,10 @@ mod field {
     /// Partial-parity-log flags: [`super::PPL_OFF`], [`super::PPL_UNCOVERED`]. Zero (log on,
     /// covered) in superblocks written before the flags existed, which is what they meant.
     pub const PPL_FLAGS: usize = 0x0C0;
+    /// Policy "always": the oldest log epoch whose entries recovery replays (rounds planned
+    /// under it may still have been writing). Zero in older superblocks; read only with
+    /// [`super::PPL_ALWAYS`].
+    pub const PPL_REPLAY_FROM: usize = 0x0C8;
     /// One byte per role: [`super::SlotState`].
     pub const ROLE_STATES: usize = 0x100;
     /// 16 bytes per role: the member UUID holding that role.
@@ -221,6 +229,12 @@ pub struct Superblock {
     /// Since the epoch last changed, writes planned without the log (or under an older
     /// epoch) may still have been in flight: the log does not cover an unclean stop now.
     pub ppl_uncovered: bool,
+    /// Write-hole policy "always": every write that is not a whole stripe is logged, healthy
+    /// or degraded.
+    pub ppl_always: bool,
+    /// With `ppl_always`: the oldest log epoch whose entries are replayed (rounds planned
+    /// under it may still have been writing); never above `ppl_epoch`.
+    pub ppl_replay_from: u64,
     /// Hot replace in progress, if any.
     pub replace: Option<ReplaceRecord>,
     /// State of every role.
@@ -272,8 +286,11 @@ impl Superblock {
         put32(
             &mut b,
             field::PPL_FLAGS,
-            (u32::from(self.ppl_off) * PPL_OFF) | (u32::from(self.ppl_uncovered) * PPL_UNCOVERED),
+            (u32::from(self.ppl_off) * PPL_OFF)
+                | (u32::from(self.ppl_uncovered) * PPL_UNCOVERED)
+                | (u32::from(self.ppl_always) * PPL_ALWAYS),
         );
+        put64(&mut b, field::PPL_REPLAY_FROM, self.ppl_replay_from);
         if let Some(rep) = &self.replace {
             put32(&mut b, field::REPLACE_ROLE, rep.role as u32 + 1);
             put64(&mut b, field::REPLACE_CHECKPOINT, rep.next);
@@ -436,6 +453,12 @@ impl Superblock {
             legacy: version < VERSION,
             ppl_off: get32(b, field::PPL_FLAGS) & PPL_OFF != 0,
             ppl_uncovered: get32(b, field::PPL_FLAGS) & PPL_UNCOVERED != 0,
+            ppl_always: get32(b, field::PPL_FLAGS) & PPL_ALWAYS != 0,
+            ppl_replay_from: if get32(b, field::PPL_FLAGS) & PPL_ALWAYS != 0 {
+                get64(b, field::PPL_REPLAY_FROM).min(get64(b, field::PPL_EPOCH))
+            } else {
+                get64(b, field::PPL_EPOCH)
+            },
             replace,
             role_states,
             role_uuids: (0..members)
@@ -494,6 +517,8 @@ mod tests {
             legacy: false,
             ppl_off: false,
             ppl_uncovered: true,
+            ppl_always: true,
+            ppl_replay_from: 4,
             replace: Some(ReplaceRecord {
                 role: 3,
                 next: 1234,
@@ -534,6 +559,18 @@ mod tests {
     fn round_trip() {
         let sb = sample();
         assert_eq!(Superblock::decode(&sb.encode()).unwrap(), sb);
+        // Policy "degraded": the replay start is the current epoch whatever the field says
+        // (older builds leave it zero).
+        let degraded = Superblock {
+            ppl_always: false,
+            ppl_replay_from: 5,
+            ..sample()
+        };
+        let mut raw = degraded.encode();
+        put64(&mut raw, field::PPL_REPLAY_FROM, 0);
+        let crc = crc32c(&raw[..field::CRC]);
+        put32(&mut raw, field::CRC, crc);
+        assert_eq!(Superblock::decode(&raw).unwrap(), degraded);
         let spare = Superblock {
             role: Role::Spare,
             rebuild: None,

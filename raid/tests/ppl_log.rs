@@ -11,8 +11,9 @@
 use std::sync::Arc;
 
 use raidline_raid::{
-    Array, ArrayBlock, ArrayConfig, AssembleOptions, BlockSize, ChunkSize, CpuXor, Fault,
-    FaultyMember, MemMember, Member, MemberIdx, PowerSwitch, StripeIdx, SyncExecutor,
+    Array, ArrayBlock, ArrayConfig, AssembleOptions, BlockSize, ChunkSize, CpuXor, Executor, Fault,
+    FaultyMember, MemMember, Member, MemberIdx, MemberOp, OpBuf, PowerSwitch, RaidError, StripeIdx,
+    SyncExecutor, WriteHolePolicy,
 };
 
 const MIB: usize = 1 << 20;
@@ -470,4 +471,229 @@ fn an_unclean_degraded_stop_by_the_previous_format_is_replayed_after_upgrade() {
         (false, true),
         "format 1 under version-1 superblocks"
     );
+}
+
+/// Runs a batch but leaves out `role`'s writes to the data area, reporting them done: the
+/// power went out after the data writes of a round reached the media and before its parity
+/// write did (an unclean stop follows when the array is dropped).
+struct ParityLost {
+    role: usize,
+}
+
+impl Executor for ParityLost {
+    fn execute(&mut self, ops: &mut [MemberOp<'_>]) {
+        for op in ops.iter_mut() {
+            let lost = op.role.0 == self.role
+                && op.offset >= MIB as u64
+                && matches!(op.buf, OpBuf::Write(_));
+            if lost {
+                op.result = Some(Ok(()));
+            } else {
+                op.run_sync();
+            }
+        }
+    }
+}
+
+/// Issue 15: a crash while healthy (a small write's data on media, its parity not), and a
+/// member the write did not touch lost at the restart. Under "always" the healthy write was
+/// logged, so assembly replays it and the lost member's block reads back; under "degraded"
+/// the same stop is refused as exposed, and started anyway it does read back wrong — the
+/// write hole the policy leaves open, in the region the exposure names.
+#[test]
+fn a_member_lost_after_a_crash_while_healthy_is_covered_only_under_always() {
+    for policy in [WriteHolePolicy::Always, WriteHolePolicy::Degraded] {
+        let size = MIB + 64 * 4096;
+        let disks: Vec<MemMember> = (0..N)
+            .map(|i| MemMember::new(&format!("d{i}"), size))
+            .collect();
+        let cfg = ArrayConfig {
+            chunk: ChunkSize::new(4096).unwrap(),
+            block: BlockSize::new(4096).unwrap(),
+            assume_clean: true,
+            write_hole: policy,
+            ..ArrayConfig::default()
+        };
+        let array = Array::create(arcs(&disks), vec![], &cfg, Arc::new(CpuXor::detect())).unwrap();
+        let fill = pattern(1, array.geometry().capacity_bytes() as usize);
+        array
+            .write(&mut SyncExecutor, ArrayBlock(0), &fill)
+            .unwrap();
+        let geo = *array.geometry();
+        let stripe = StripeIdx(5);
+        let pm = geo.parity_member(stripe).0;
+        let (written, untouched) = (
+            geo.logical_block(stripe, 0, 0),
+            geo.logical_block(stripe, 1, 0),
+        );
+        let lost = geo.data_member(stripe, 1).0;
+        let new = pattern(2, 4096);
+        array
+            .write(&mut ParityLost { role: pm }, written, &new)
+            .unwrap();
+        let uuid = array.uuid();
+        drop(array);
+        let survivors = || -> Vec<Arc<dyn Member>> {
+            disks
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != lost)
+                .map(|(_, d)| Arc::new(d.clone()) as Arc<dyn Member>)
+                .collect()
+        };
+        let want = |b: ArrayBlock| &fill[b.0 as usize * 4096..][..4096];
+        let read = |a: &Array, b: ArrayBlock| {
+            let mut got = vec![0u8; 4096];
+            a.read(&mut SyncExecutor, b, &mut got).unwrap();
+            got
+        };
+        match policy {
+            WriteHolePolicy::Always => {
+                let asm =
+                    Array::assemble(survivors(), Some(uuid), Arc::new(CpuXor::detect())).unwrap();
+                assert!(!asm.write_hole_exposed && asm.replayed >= 1);
+                assert_eq!(asm.array.degraded_roles(), vec![lost]);
+                assert_eq!(read(&asm.array, untouched), want(untouched));
+                assert_eq!(read(&asm.array, written), new);
+            }
+            WriteHolePolicy::Degraded => {
+                let err = Array::assemble(survivors(), Some(uuid), Arc::new(CpuXor::detect()))
+                    .err()
+                    .unwrap();
+                assert!(
+                    matches!(&err, RaidError::WriteHoleExposed { missing, .. } if *missing == vec![lost]),
+                    "{err}"
+                );
+                assert!(err.to_string().contains("accept-dirty-degraded"), "{err}");
+                let opts = AssembleOptions {
+                    expect: Some(uuid),
+                    start_dirty_degraded: true,
+                };
+                let asm =
+                    Array::assemble_with(survivors(), &opts, Arc::new(CpuXor::detect())).unwrap();
+                let x = asm.exposure.clone().unwrap();
+                assert_eq!(asm.array.exposure(), Some(x.clone()));
+                assert!(x.blocks.iter().any(|r| r.contains(&untouched.0)), "{x:?}");
+                assert_ne!(read(&asm.array, untouched), want(untouched));
+            }
+        }
+    }
+}
+
+/// Runs a write round of `array` and, at its first write batch, fails the member of role
+/// `fail` (a member the write does not touch), so that the failure is recorded while the
+/// round, planned healthy, is writing; then cuts the power just before the round's parity
+/// write to the data area.
+struct FailThenCut {
+    array: Arc<Array>,
+    fail: Option<usize>,
+    parity_role: usize,
+    switch: PowerSwitch,
+}
+
+impl Executor for FailThenCut {
+    fn execute(&mut self, ops: &mut [MemberOp<'_>]) {
+        if ops.iter().any(|op| matches!(op.buf, OpBuf::Write(_))) {
+            if let Some(r) = self.fail.take() {
+                self.array.set_faulty(MemberIdx(r)).unwrap();
+            }
+        }
+        for op in ops.iter_mut() {
+            if op.role.0 == self.parity_role
+                && op.offset >= MIB as u64
+                && matches!(op.buf, OpBuf::Write(_))
+            {
+                self.switch.cut();
+            }
+            op.run_sync();
+        }
+    }
+}
+
+/// Issue 15's window, deterministically: a member fails while a write planned healthy is
+/// still writing, and the power fails before that write's parity lands. Under "degraded"
+/// the write was not logged: assembly refuses (exposed, "planned before the log covered
+/// them"), and started anyway the lost member's block in that stripe reads back wrong.
+/// Under "always" it was logged under the healthy epoch, which recovery replays.
+#[test]
+fn a_member_failing_under_a_healthy_write_then_a_power_cut() {
+    for policy in [WriteHolePolicy::Always, WriteHolePolicy::Degraded] {
+        let size = MIB + 64 * 4096;
+        let switch = PowerSwitch::after(u64::MAX);
+        let disks: Vec<MemMember> = (0..N)
+            .map(|i| MemMember::new(&format!("d{i}"), size))
+            .collect();
+        let wrapped: Vec<Arc<dyn Member>> = disks
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let f = FaultyMember::new(Arc::new(d.clone()), i as u64);
+                f.handle().inject(Fault::PowerLoss(switch.clone()));
+                Arc::new(f) as Arc<dyn Member>
+            })
+            .collect();
+        let cfg = ArrayConfig {
+            chunk: ChunkSize::new(4096).unwrap(),
+            block: BlockSize::new(4096).unwrap(),
+            assume_clean: true,
+            write_hole: policy,
+            ..ArrayConfig::default()
+        };
+        let array =
+            Arc::new(Array::create(wrapped, vec![], &cfg, Arc::new(CpuXor::detect())).unwrap());
+        let fill = pattern(1, array.geometry().capacity_bytes() as usize);
+        array
+            .write(&mut SyncExecutor, ArrayBlock(0), &fill)
+            .unwrap();
+        let geo = *array.geometry();
+        let stripe = StripeIdx(5);
+        let (written, untouched) = (
+            geo.logical_block(stripe, 0, 0),
+            geo.logical_block(stripe, 1, 0),
+        );
+        let lost = geo.data_member(stripe, 1).0;
+        let mut exec = FailThenCut {
+            array: array.clone(),
+            fail: Some(lost),
+            parity_role: geo.parity_member(stripe).0,
+            switch: switch.clone(),
+        };
+        let _ = array.write(&mut exec, written, &pattern(2, 4096));
+        assert!(switch.is_cut() && exec.fail.is_none());
+        let uuid = array.uuid();
+        drop(exec);
+        drop(array);
+        let all: Vec<Arc<dyn Member>> = arcs(&disks);
+        let want = &fill[untouched.0 as usize * 4096..][..4096];
+        let read = |a: &Array| {
+            let mut got = vec![0u8; 4096];
+            a.read(&mut SyncExecutor, untouched, &mut got).unwrap();
+            got
+        };
+        match policy {
+            WriteHolePolicy::Always => {
+                let asm = Array::assemble(all, Some(uuid), Arc::new(CpuXor::detect())).unwrap();
+                assert!(!asm.write_hole_exposed && asm.replayed >= 1);
+                assert_eq!(asm.array.degraded_roles(), vec![lost]);
+                assert_eq!(read(&asm.array), want);
+            }
+            WriteHolePolicy::Degraded => {
+                let err = Array::assemble(all.clone(), Some(uuid), Arc::new(CpuXor::detect()))
+                    .err()
+                    .unwrap();
+                assert!(
+                    err.to_string().contains("planned before the log covered"),
+                    "{err}"
+                );
+                let opts = AssembleOptions {
+                    expect: Some(uuid),
+                    start_dirty_degraded: true,
+                };
+                let asm = Array::assemble_with(all, &opts, Arc::new(CpuXor::detect())).unwrap();
+                let x = asm.exposure.clone().unwrap();
+                assert!(x.blocks.iter().any(|r| r.contains(&untouched.0)), "{x:?}");
+                assert_ne!(read(&asm.array), want);
+            }
+        }
+    }
 }

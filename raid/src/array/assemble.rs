@@ -53,6 +53,16 @@ pub struct Assembled {
     /// the time may have torn parity (the RAID-5 write hole; see README). Only possible with
     /// [`AssembleOptions::start_dirty_degraded`].
     pub write_hole_exposed: bool,
+    /// With `write_hole_exposed`: why, and the regions that may be torn (also
+    /// [`Array::exposure`] until a rebuild rewrote them).
+    pub exposure: Option<super::Exposure>,
+    /// Log entries replayed (stripes whose parity was recomputed from the log).
+    pub replayed: u64,
+    /// Rows of the missing member that an interrupted write was changing together with
+    /// another chunk of the same rows, logged while that member was present (policy
+    /// "always"): no entry holds their new contents, so they may read back as neither
+    /// version (md's partial-parity log has the same limit). Completed writes are whole.
+    pub unrestorable_rows: u64,
 }
 
 impl Array {
@@ -162,6 +172,10 @@ impl Array {
             ppl_epoch: 0,
             ppl_off: false,
             ppl_uncovered: false,
+            ppl_always: config.write_hole == super::WriteHolePolicy::Always,
+            ppl_replay_from: 0,
+            ppl_always_since: 0,
+            exposure: None,
             replace: None,
         };
         let array = Array::from_parts(geo, meta, uuid, parity, inner, Some(bits));
@@ -502,6 +516,10 @@ impl Array {
         let resync_pending = dirty && !degraded;
         let mut write_hole_exposed = dirty && degraded;
         let ppl_layout = super::ppl::PplLayout::new(&meta, &geo);
+        // Policy "always" logged healthy writes too: its entries cover a member lost at this
+        // assembly, and rounds of older epochs still writing at the stop.
+        let always = newest.ppl_always && !newest.legacy;
+        let same_loss = ppl_epoch == newest.ppl_epoch && down_at_stop.len() == 1;
         // Why the log cannot repair this stop, if it cannot.
         let uncovered = if ppl_layout.is_none() {
             Some("the chunk is too large for the log")
@@ -509,29 +527,43 @@ impl Array {
             Some("the log was switched off")
         } else if newest.ppl_uncovered {
             Some("writes planned before the log covered them were in flight")
-        } else if ppl_epoch != newest.ppl_epoch || down_at_stop.len() != 1 {
-            Some("the set of missing roles changed at this assembly")
+        } else if !always && !same_loss {
+            Some("the set of missing roles changed at this assembly, and healthy writes are not logged under write_hole = \"degraded\"")
         } else {
             None
         };
-        if write_hole_exposed && uncovered.is_none() {
-            // Degraded when it stopped, and nothing new went missing since: replay the log.
-            if let [missing] = down_at_stop[..] {
+        let mut replayed = 0;
+        let mut torn_rows = 0;
+        if write_hole_exposed && ppl_layout.is_some() && !newest.ppl_off && (always || same_loss) {
+            // Replay every entry that is the last write to its stripe: under "degraded" those
+            // of the epoch at the stop (if the same role was missing then), under "always"
+            // those since the oldest epoch with a round in flight. Even when the stop is not
+            // covered, this repairs the stripes those entries name.
+            if let [missing] = down[..] {
                 let members: Vec<Option<Arc<dyn Member>>> =
                     slots.iter().map(|s| s.member.clone()).collect();
                 let valid_below = rebuild.filter(|(r, _)| *r == missing).map_or(0, |(_, c)| c);
-                super::ppl::recover(
+                let from = if always {
+                    newest.ppl_replay_from
+                } else {
+                    newest.ppl_epoch
+                };
+                let r = super::ppl::recover(
                     &geo,
                     &meta,
                     uuid,
                     newest.legacy,
                     &members,
-                    newest.ppl_epoch,
+                    from..=newest.ppl_epoch,
                     missing,
                     valid_below,
                     &*parity,
                 )?;
-                write_hole_exposed = false;
+                replayed = r.repaired;
+                torn_rows = r.unrecoverable;
+                if uncovered.is_none() {
+                    write_hole_exposed = false;
+                }
             }
         }
         let dirty_regions = bits.iter().map(|b| b.count_ones() as u64).sum::<u64>();
@@ -539,21 +571,40 @@ impl Array {
             // No region was being written: nothing can be torn.
             write_hole_exposed = false;
         }
+        let reason = uncovered
+            .unwrap_or("the set of missing roles changed at this assembly")
+            .to_string();
         if write_hole_exposed && !options.start_dirty_degraded {
-            let missing: Vec<usize> = (0..slots.len())
-                .filter(|&r| slots[r].state != SlotState::Active)
-                .collect();
-            return Err(RaidError::Assemble {
-                reason: format!(
-                    "unclean stop and role(s) {missing:?} missing with no log covering it ({}): \
-                     parity in {dirty_regions} dirty bitmap region(s) may be torn, so the missing \
-                     member's data there may reconstruct wrong; start with start_dirty_degraded \
-                     to accept",
-                    uncovered.unwrap_or("the set of missing roles changed at this assembly")
-                ),
+            return Err(RaidError::WriteHoleExposed {
+                missing: down,
+                dirty_regions,
+                reason,
                 refused,
             });
         }
+        let exposure = write_hole_exposed.then(|| {
+            let per = meta.bitmap_region_stripes;
+            let mut stripes: Vec<std::ops::Range<u64>> = Vec::new();
+            for i in
+                (0..bits.len() as u64 * 8).filter(|&i| bits[i as usize / 8] & (1 << (i % 8)) != 0)
+            {
+                let (a, b) = (i * per, ((i + 1) * per).min(geo.stripes()));
+                if a >= b {
+                    continue;
+                }
+                match stripes.last_mut() {
+                    Some(r) if r.end == a => r.end = b,
+                    _ => stripes.push(a..b),
+                }
+            }
+            let sd = geo.stripe_data_blocks();
+            super::Exposure {
+                reason,
+                missing: down.clone(),
+                blocks: stripes.iter().map(|r| r.start * sd..r.end * sd).collect(),
+                stripes,
+            }
+        });
         let inner = Inner {
             slots,
             spares,
@@ -566,6 +617,10 @@ impl Array {
             ppl_off: newest.ppl_off,
             // Nothing is in flight at assembly.
             ppl_uncovered: false,
+            ppl_always: newest.ppl_always,
+            ppl_replay_from: ppl_epoch,
+            ppl_always_since: ppl_epoch,
+            exposure: exposure.clone(),
             replace,
         };
         let array = Array::from_parts(geo, meta, uuid, parity, inner, Some(bits));
@@ -579,6 +634,9 @@ impl Array {
             refused,
             resync_pending,
             write_hole_exposed,
+            exposure,
+            replayed,
+            unrestorable_rows: torn_rows,
         })
     }
 }

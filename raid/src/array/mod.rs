@@ -93,6 +93,56 @@ pub struct ArrayConfig {
     /// The members' data areas are known to be zero (new files, trimmed drives), so parity is
     /// already consistent. Otherwise the array starts with a full resync pending.
     pub assume_clean: bool,
+    /// When writes carry partial-parity-log entries (see [`WriteHolePolicy`]).
+    pub write_hole: WriteHolePolicy,
+}
+
+/// When the partial-parity log records writes (md's `consistency-policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WriteHolePolicy {
+    /// Only while the array is degraded (the default): no cost while healthy. A crash while
+    /// healthy together with a member lost at the restart, or a member failing while writes
+    /// planned healthy are still in flight and then a crash, leaves the dirty regions exposed
+    /// (assembly refuses unless told to accept).
+    #[default]
+    Degraded,
+    /// Every write that does not cover a whole stripe, healthy or degraded: after any single
+    /// crash plus one missing member, every completed write reads back.
+    Always,
+}
+
+impl WriteHolePolicy {
+    /// The configuration word: `"degraded"` or `"always"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WriteHolePolicy::Degraded => "degraded",
+            WriteHolePolicy::Always => "always",
+        }
+    }
+
+    /// Parses the configuration word.
+    pub fn parse(word: &str) -> Option<WriteHolePolicy> {
+        match word {
+            "degraded" => Some(WriteHolePolicy::Degraded),
+            "always" => Some(WriteHolePolicy::Always),
+            _ => None,
+        }
+    }
+}
+
+/// Regions of an array started with [`crate::AssembleOptions::start_dirty_degraded`] whose
+/// parity may be torn: the missing member's data there may read back wrong until a rebuild
+/// has rewritten them from the survivors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exposure {
+    /// Why the log did not cover the stop.
+    pub reason: String,
+    /// The missing role(s) at the start.
+    pub missing: Vec<usize>,
+    /// Stripe ranges (merged write-intent regions) that may be torn.
+    pub stripes: Vec<std::ops::Range<u64>>,
+    /// The same as ranges of array blocks.
+    pub blocks: Vec<std::ops::Range<u64>>,
 }
 
 impl Default for ArrayConfig {
@@ -103,6 +153,7 @@ impl Default for ArrayConfig {
             uuid: None,
             bitmap_region_stripes: None,
             assume_clean: false,
+            write_hole: WriteHolePolicy::Degraded,
         }
     }
 }
@@ -168,6 +219,19 @@ pub(crate) struct Inner {
     /// Rounds planned under an older epoch may still be writing: the log does not cover an
     /// unclean stop until they are done (persisted; see [`ppl::Inflight`]).
     pub ppl_uncovered: bool,
+    /// Write-hole policy "always": healthy writes are logged too (persisted).
+    pub ppl_always: bool,
+    /// Policy "always": the oldest epoch whose entries an unclean stop replays, because
+    /// rounds planned under it may still be writing (persisted). Kept at or below the epoch
+    /// in flight longest; may lag behind (replaying a finished round's entry rewrites the
+    /// parity that is already there).
+    pub ppl_replay_from: u64,
+    /// Policy "always": the first epoch of the current stretch under it (rounds of earlier
+    /// epochs were not logged while healthy). Not persisted: an assembly starts a stretch.
+    pub ppl_always_since: u64,
+    /// Started over a stop the log did not cover: regions whose parity may be torn, until a
+    /// rebuild has rewritten them.
+    pub exposure: Option<Exposure>,
     /// Hot replace in progress (only while every role is Active and no rebuild runs).
     pub replace: Option<Replacing>,
 }
@@ -395,6 +459,8 @@ impl Array {
             }
             st.ppl_off = !on;
             st.ppl_epoch += 1;
+            st.ppl_always_since = st.ppl_epoch;
+            st.ppl_replay_from = st.ppl_epoch;
             // Rounds already writing were planned under the old setting.
             self.cover_due.store(true, Ordering::SeqCst);
             st.ppl_uncovered = self.inflight.older_than(st.ppl_epoch);
@@ -417,13 +483,21 @@ impl Array {
             return Ok(());
         }
         let mut st = self.write_state();
-        if !st.ppl_uncovered || st.ppl_off {
-            self.cover_due.store(false, Ordering::SeqCst);
-            return Ok(());
-        }
         // Rounds enter the registry under the state lock, so none can appear with an older
         // epoch while this write lock is held.
-        if st.failed.is_some() || self.inflight.older_than(st.ppl_epoch) {
+        let older = self.inflight.older_than(st.ppl_epoch);
+        if !older {
+            // Policy "always": no round of an older epoch is left; the next superblock update
+            // may say so (a lagging value only replays finished rounds' entries).
+            st.ppl_replay_from = st.ppl_epoch;
+        }
+        if !st.ppl_uncovered || st.ppl_off {
+            if !older {
+                self.cover_due.store(false, Ordering::SeqCst);
+            }
+            return Ok(());
+        }
+        if st.failed.is_some() || older {
             return Ok(());
         }
         st.ppl_uncovered = false;
@@ -435,6 +509,74 @@ impl Array {
             self.cover_due.store(false, Ordering::SeqCst);
         }
         Ok(())
+    }
+
+    /// Advances the log epoch (the set of missing roles changed). Rounds writing now were
+    /// planned under the old epoch: under policy "degraded" they were not logged (if planned
+    /// healthy) or logged under entries the change voids, so until they are done an unclean
+    /// stop is not covered; under "always" they were logged under their epoch, and recovery
+    /// replays from the oldest of them. `cover_due` goes up first, so a round that leaves
+    /// the registry after the check still sees it.
+    pub(crate) fn next_epoch(&self, st: &mut Inner) {
+        st.ppl_epoch += 1;
+        self.cover_due.store(true, Ordering::SeqCst);
+        let oldest = self.inflight.oldest().filter(|&e| e < st.ppl_epoch);
+        if st.ppl_always {
+            // Rounds from before the policy's stretch were not logged while healthy: they
+            // keep (or set) the uncovered flag; the replay starts no earlier than the stretch.
+            if oldest.is_some_and(|e| e < st.ppl_always_since) {
+                st.ppl_uncovered = true;
+            }
+            let from = oldest.map_or(st.ppl_epoch, |e| e.max(st.ppl_always_since));
+            st.ppl_replay_from = st.ppl_replay_from.max(st.ppl_always_since).min(from);
+        } else if oldest.is_some() {
+            st.ppl_uncovered = true;
+        }
+    }
+
+    /// The write-hole policy in force.
+    pub fn write_hole_policy(&self) -> WriteHolePolicy {
+        if self.read_state().ppl_always {
+            WriteHolePolicy::Always
+        } else {
+            WriteHolePolicy::Degraded
+        }
+    }
+
+    /// Sets the write-hole policy (persisted in the superblocks, kept across restarts).
+    /// Either way the log epoch advances; writes already in flight were planned under the
+    /// old policy, so an unclean stop is covered only once they are done (as when the log
+    /// is switched on).
+    pub fn set_write_hole_policy(&self, policy: WriteHolePolicy) -> Result<(), RaidError> {
+        let always = policy == WriteHolePolicy::Always;
+        {
+            let mut st = self.write_state();
+            if st.ppl_always == always {
+                return Ok(());
+            }
+            // Writes done under the old policy are durable before the epoch changes.
+            for (r, cause) in Self::flush_members(&st, None) {
+                self.fail_locked(&mut st, r, &cause)?;
+            }
+            st.ppl_always = always;
+            st.ppl_epoch += 1;
+            st.ppl_always_since = st.ppl_epoch;
+            st.ppl_replay_from = st.ppl_epoch;
+            self.cover_due.store(true, Ordering::SeqCst);
+            if self.inflight.older_than(st.ppl_epoch) {
+                st.ppl_uncovered = true;
+            }
+            self.persist(&mut st)?;
+        }
+        self.maybe_cover()
+    }
+
+    /// The array was started over an unclean stop that the log did not cover
+    /// ([`crate::AssembleOptions::start_dirty_degraded`]): the regions whose parity may be
+    /// torn, so that the missing member's data there may read back wrong. `None` once the
+    /// array is whole again (a rebuild rewrote every stripe from the survivors).
+    pub fn exposure(&self) -> Option<Exposure> {
+        self.read_state().exposure.clone()
     }
 
     /// Whether the array stopped after losing two members.
@@ -512,11 +654,16 @@ impl Array {
         Self::view_of(&self.read_state())
     }
 
-    /// Snapshot for one write round, with the log epoch and whether the log is on, taken
-    /// together under one state lock.
-    pub(crate) fn write_view(&self) -> Result<(View, u64, bool), RaidError> {
+    /// Snapshot for one write round, with the log epoch, whether the log is on and whether
+    /// healthy writes are logged too (policy "always"), taken together under one state lock.
+    pub(crate) fn write_view(&self) -> Result<(View, u64, bool, bool), RaidError> {
         let st = self.read_state();
-        Ok((Self::view_of(&st)?, st.ppl_epoch, !st.ppl_off))
+        Ok((
+            Self::view_of(&st)?,
+            st.ppl_epoch,
+            !st.ppl_off,
+            st.ppl_always,
+        ))
     }
 
     /// Before a round planned under log epoch `epoch` writes anything: registers it in
@@ -735,14 +882,7 @@ impl Array {
         }
         st.slots[role].state = SlotState::Failed;
         st.slots[role].member = None;
-        st.ppl_epoch += 1;
-        // Rounds writing now were planned with `role` present (not logged, or logged under
-        // the old epoch): until they are done, an unclean stop is not covered. `cover_due`
-        // goes up first, so a round that leaves the registry after the check still sees it.
-        self.cover_due.store(true, Ordering::SeqCst);
-        if self.inflight.older_than(st.ppl_epoch) {
-            st.ppl_uncovered = true;
-        }
+        self.next_epoch(st);
         match st.replace.take() {
             // The replaced member failed mid-copy: the new member holds every stripe below
             // the copy checkpoint (once flushed), so it becomes the role's rebuild target
@@ -805,6 +945,12 @@ impl Array {
             legacy: false,
             ppl_off: st.ppl_off,
             ppl_uncovered: st.ppl_uncovered,
+            ppl_always: st.ppl_always,
+            ppl_replay_from: if st.ppl_always {
+                st.ppl_replay_from.min(st.ppl_epoch)
+            } else {
+                st.ppl_epoch
+            },
             replace: st.replace.as_ref().map(|r| ReplaceRecord {
                 role: r.role,
                 next: r.next,

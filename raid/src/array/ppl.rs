@@ -242,6 +242,15 @@ impl Inflight {
         InflightGuard { reg: self, epoch }
     }
 
+    /// The oldest epoch with a round in flight.
+    pub(crate) fn oldest(&self) -> Option<u64> {
+        self.rounds()
+            .iter()
+            .filter(|&&(_, n)| n > 0)
+            .map(|&(e, _)| e)
+            .min()
+    }
+
     /// Whether a round planned under an epoch older than `epoch` is still in flight.
     pub(crate) fn older_than(&self, epoch: u64) -> bool {
         self.rounds().iter().any(|&(e, n)| e < epoch && n > 0)
@@ -267,11 +276,27 @@ impl Drop for InflightGuard<'_> {
     }
 }
 
+/// What a replay did.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Recovered {
+    /// Entries applied.
+    pub repaired: u64,
+    /// Rows left as they were: the missing role was modified there together with another
+    /// chunk, and the entry does not hold its new rows (written while it was present).
+    pub unrecoverable: u64,
+}
+
 /// Applies the valid log entries of array `array` found on `members` (roles in order;
-/// `None` = missing) for epoch `epoch`, with `missing` the role that was missing when they
-/// were written. Format-1 entries count only when `legacy` (the superblocks are version 1).
-/// Stripes below `valid_below` (the rebuild checkpoint, for a role being rebuilt) are
-/// resynced from all members instead. Returns the number of stripes repaired.
+/// `None` = missing) whose epoch lies in `epochs`, with `missing` the role missing now.
+/// Format-1 entries count only when `legacy` (the superblocks are version 1). Stripes below
+/// `valid_below` (the rebuild checkpoint, for a role being rebuilt) are resynced from all
+/// members instead.
+///
+/// Per row interval of an entry (the cuts of its modified ranges):
+/// `parity = PP ^ modified chunks' current rows`, where the missing role's rows come from
+/// the entry when it logged them (written while that role was missing); a modified chunk
+/// of the missing role without logged rows leaves the interval as it is. That interval
+/// belongs to the entry's own write, and only to it.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn recover(
     geo: &Geometry,
@@ -279,17 +304,17 @@ pub(crate) fn recover(
     array: Uuid,
     legacy: bool,
     members: &[Option<std::sync::Arc<dyn Member>>],
-    epoch: u64,
+    epochs: std::ops::RangeInclusive<u64>,
     missing: usize,
     valid_below: u64,
     parity: &dyn crate::parity::ParityEngine,
-) -> Result<u64, RaidError> {
+) -> Result<Recovered, RaidError> {
     let Some(layout) = PplLayout::new(meta, geo) else {
-        return Ok(0);
+        return Ok(Recovered::default());
     };
     let bs = geo.block_bytes();
     let cb = geo.chunk_bytes();
-    let mut repaired = 0;
+    let mut done = Recovered::default();
     let io = |role: usize, e: crate::error::MemberError| RaidError::Member {
         role: MemberIdx(role),
         source: e,
@@ -305,7 +330,7 @@ pub(crate) fn recover(
             };
             let stripe = StripeIdx(entry.stripe);
             if entry.array.map_or(!legacy, |a| a != array)
-                || entry.epoch != epoch
+                || !epochs.contains(&entry.epoch)
                 || entry.stripe >= geo.stripes()
                 || geo.parity_member(stripe).0 != role
                 || layout.slot(geo, stripe) != slot
@@ -335,7 +360,7 @@ pub(crate) fn recover(
                 if complete {
                     m.write_at(data_off(0), &acc[..cb])
                         .map_err(|e| io(role, e))?;
-                    repaired += 1;
+                    done.repaired += 1;
                 }
                 continue;
             }
@@ -361,44 +386,78 @@ pub(crate) fn recover(
                     continue;
                 }
             }
-            // parity = PP ^ current modified survivors ^ new f rows.
-            let mut tmp = AlignedBuf::new(cb, 4096);
-            let mut valid = true;
-            for &(d, s, e) in &entry.writes {
-                if d >= geo.data_members() || s > e || s < entry.lo || e > entry.hi {
-                    valid = false;
-                    break;
-                }
-                let rel = (s - entry.lo) as usize * bs..(e - entry.lo) as usize * bs;
-                let r = geo.data_member(stripe, d).0;
-                if r == missing {
-                    if let Some((_, fs, fe)) = entry.f {
-                        if fs == s && fe == e {
-                            parity.xor_acc(&[&newf[..rel.len()]], &mut pp[rel])?;
-                            continue;
-                        }
-                    }
-                    valid = false;
-                    break;
-                }
-                let Some(dm) = members[r].as_ref() else {
-                    valid = false;
-                    break;
-                };
-                dm.read_at(data_off(s), &mut tmp[..rel.len()])
-                    .map_err(|e| io(r, e))?;
-                parity.xor_acc(&[&tmp[..rel.len()]], &mut pp[rel])?;
-            }
+            let valid = entry.writes.iter().enumerate().all(|(i, &(d, s, e))| {
+                d < geo.data_members()
+                    && s <= e
+                    && s >= entry.lo
+                    && e <= entry.hi
+                    && entry.writes[..i].iter().all(|w| w.0 != d)
+            });
             if !valid {
                 continue;
             }
-            m.write_at(data_off(entry.lo), &pp[..len])
-                .map_err(|e| io(role, e))?;
-            repaired += 1;
+            let missing_index = geo.data_index_of(stripe, MemberIdx(missing));
+            let mut cuts: Vec<u64> = vec![entry.lo, entry.hi];
+            for &(_, s, e) in &entry.writes {
+                cuts.push(s);
+                cuts.push(e);
+            }
+            cuts.sort_unstable();
+            cuts.dedup();
+            let mut tmp = AlignedBuf::new(cb, 4096);
+            let mut applied = false;
+            for pair in cuts.windows(2) {
+                let (x, y) = (pair[0], pair[1]);
+                let rel = (x - entry.lo) as usize * bs..(y - entry.lo) as usize * bs;
+                let modified = entry
+                    .writes
+                    .iter()
+                    .filter(|&&(_, s, e)| s <= x && y <= e)
+                    .map(|&(d, _, _)| d);
+                // parity = PP ^ current modified chunks (the missing one's from the entry).
+                let mut ok = true;
+                for d in modified.clone() {
+                    if Some(d) == missing_index {
+                        match entry.f {
+                            Some((fi, fs, fe)) if fi == d && fs <= x && y <= fe => {
+                                let o = (x - fs) as usize * bs;
+                                parity.xor_acc(&[&newf[o..o + rel.len()]], &mut pp[rel.clone()])?;
+                            }
+                            _ => {
+                                ok = false;
+                                break;
+                            }
+                        }
+                        continue;
+                    }
+                    let r = geo.data_member(stripe, d).0;
+                    let Some(dm) = members[r].as_ref() else {
+                        ok = false;
+                        break;
+                    };
+                    dm.read_at(data_off(x), &mut tmp[..rel.len()])
+                        .map_err(|e| io(r, e))?;
+                    parity.xor_acc(&[&tmp[..rel.len()]], &mut pp[rel.clone()])?;
+                }
+                if !ok {
+                    // Only the missing chunk changed here: the parity on media is its old or
+                    // new rows (each block lands whole), so it stays. With another chunk
+                    // changed beside it, nothing tells which version each one holds.
+                    if modified.count() > 1 {
+                        done.unrecoverable += y - x;
+                    }
+                    continue;
+                }
+                m.write_at(data_off(x), &pp[rel]).map_err(|e| io(role, e))?;
+                applied = true;
+            }
+            if applied {
+                done.repaired += 1;
+            }
         }
         m.flush().map_err(|e| io(role, e))?;
     }
-    Ok(repaired)
+    Ok(done)
 }
 
 #[cfg(test)]

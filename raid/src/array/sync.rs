@@ -414,7 +414,9 @@ impl Array {
             if next >= self.geo.stripes() {
                 st.rebuild = None;
                 st.slots[role].state = SlotState::Active;
-                st.ppl_epoch += 1;
+                self.next_epoch(&mut st);
+                // Whole again: every stripe was rewritten from the survivors.
+                st.exposure = None;
                 self.persist(&mut st)?;
             } else {
                 st.rebuild = Some((role, next));

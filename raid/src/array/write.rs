@@ -164,9 +164,9 @@ impl Array {
         // attempt may leave a stripe torn until a later attempt rewrites it.
         let mut inflight = Vec::new();
         for _ in 0..=self.geo.members() {
-            let (view, epoch, log_on) = self.write_view()?;
+            let (view, epoch, log_on, always) = self.write_view()?;
             let missing = (0..self.geo.members()).find(|&r| view.states[r] != SlotState::Active);
-            let layout = self.ppl.filter(|_| missing.is_some() && log_on);
+            let layout = self.ppl.filter(|_| log_on && (missing.is_some() || always));
             // Slot locks after stripe locks; holders never wait for stripe locks, so no cycle.
             let _slots = layout.map(|l| {
                 self.ppl_locks
@@ -501,9 +501,15 @@ impl Array {
             && writes
                 .iter()
                 .all(|w| !view.usable(geo.data_member(stripe, w.data_index).0, stripe));
+        // Policy "always", healthy: a whole stripe needs no partial parity (every chunk is
+        // new), but an earlier entry for this stripe in its slot would be replayed over it;
+        // writing this one voids it. Not needed while the slot holds another stripe's entry.
+        let healthy_full = full && missing.is_empty();
         let log = log
             .filter(|&(_, slot_elsewhere)| {
-                mode != Mode::DataOnly && !(parity_only && slot_elsewhere)
+                mode != Mode::DataOnly
+                    && !(parity_only && slot_elsewhere)
+                    && !(healthy_full && slot_elsewhere)
             })
             .map(|(f, _)| (self.take_log_scratch(), f));
         Ok(Plan {
