@@ -3,8 +3,9 @@
 //!
 //!     cargo bench -p raidline-raid --bench array [-- --quick] [-- --log-cost]
 //!
-//! `--log-cost` runs only the write-hole protection cost rows (the degraded array's 4 KiB
-//! random writes with the partial-parity log on and off, with and without the flush) and the
+//! `--log-cost` runs only the write-hole protection cost rows (the healthy array's 4 KiB
+//! random writes under `write_hole = always` and `degraded`; the degraded array's with the
+//! partial-parity log on and off, with and without the flush) and the
 //! floor rows: the same member operations issued raw (reads → [8 KiB log write →] writes, at
 //! QD1, as a lockstep batch of 16 requests with the log writes per request or merged per
 //! member, and from 16 threads; RMW only and the degraded array's request mix), which is
@@ -90,6 +91,7 @@ static FLUSHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new
 /// member flushes per request with the log on).
 fn paired_cost(
     array: &Array,
+    what: Cost,
     pairs: usize,
     mut run: impl FnMut(bool) -> (u64, f64),
 ) -> (f64, f64, f64, Vec<String>, f64) {
@@ -104,9 +106,7 @@ fn paired_cost(
         };
         let mut rate = [0f64; 2];
         for enabled in order {
-            array
-                .set_write_hole_protection(enabled)
-                .expect("switch the log");
+            what.switch(array, enabled);
             let f0 = FLUSHES.load(std::sync::atomic::Ordering::Relaxed);
             let (n, s) = run(enabled);
             if enabled {
@@ -119,9 +119,7 @@ fn paired_cost(
         }
         costs.push(1.0 - rate[0] / rate[1]);
     }
-    array
-        .set_write_hole_protection(true)
-        .expect("switch the log on");
+    what.switch(array, true);
     let shown = costs.iter().map(|c| format!("{:.0}%", c * 100.0)).collect();
     costs.sort_by(f64::total_cmp);
     (
@@ -246,12 +244,56 @@ impl Member for Counted {
     }
 }
 
-/// Write-hole protection cost of a degraded `array`: 4 KiB random writes with the log on and
-/// off, in back-to-back pairs (alternating order) so drifting background load hits both
-/// alike; the cost is the median over pairs. Rows at QD1, 8 threads and QD`QD`; each run
+/// What a cost row pair switches.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cost {
+    /// The partial-parity log on (`true`) or off, on a degraded array.
+    Log,
+    /// Write-hole policy "always" (`true`) or "degraded", on a healthy array: the cost of
+    /// logging healthy writes.
+    Policy,
+}
+
+impl Cost {
+    fn switch(self, array: &Array, on: bool) {
+        match self {
+            Cost::Log => array.set_write_hole_protection(on).expect("switch the log"),
+            Cost::Policy => array
+                .set_write_hole_policy(if on {
+                    raidline_raid::WriteHolePolicy::Always
+                } else {
+                    raidline_raid::WriteHolePolicy::Degraded
+                })
+                .expect("set the policy"),
+        }
+    }
+
+    fn labels(self) -> [&'static str; 4] {
+        match self {
+            Cost::Log => [
+                "degraded 4 KiB random write",
+                "log on",
+                "log off",
+                "write-hole protection cost",
+            ],
+            Cost::Policy => [
+                "healthy 4 KiB random write",
+                "write_hole = always",
+                "write_hole = degraded",
+                "write_hole = always cost while healthy",
+            ],
+        }
+    }
+}
+
+/// Write-hole protection cost: 4 KiB random writes with the protection on and off (see
+/// [`Cost`]), in back-to-back pairs (alternating order) so drifting background load hits
+/// both alike; the cost is the median over pairs. Rows at QD1, 8 threads and QD`QD`; each run
 /// lasts `slice`, and `pairs` sets the number of pairs (see `main`).
+#[allow(clippy::too_many_arguments)]
 fn log_cost_rows(
     array: &Arc<Array>,
+    cost: Cost,
     exec: &mut UringExecutor,
     wbuf: &[u8],
     (slice, pairs): (Duration, usize),
@@ -260,7 +302,8 @@ fn log_cost_rows(
     rows: &mut Vec<(String, String, String)>,
 ) {
     let cap_blocks = array.geometry().capacity_blocks();
-    let qd1 = paired_cost(array, 3 * pairs, |_| {
+    let [kind, on, off, name] = cost.labels();
+    let qd1 = paired_cost(array, cost, 3 * pairs, |_| {
         timed(slice, || {
             array
                 .write(exec, ArrayBlock(rng.next(cap_blocks)), &wbuf[..4096])
@@ -294,9 +337,9 @@ fn log_cost_rows(
         });
         (total.into_inner(), t0.elapsed().as_secs_f64())
     };
-    let t8 = paired_cost(array, 2 * pairs, mt);
+    let t8 = paired_cost(array, cost, 2 * pairs, mt);
     let mut seed = 40;
-    let qdq = paired_cost(array, 2 * pairs, |_| {
+    let qdq = paired_cost(array, cost, 2 * pairs, |_| {
         seed += 1;
         queue_iops(array, true, slice, seed)
     });
@@ -306,22 +349,22 @@ fn log_cost_rows(
         (format!("QD{QD} (RaidQueue)"), qdq),
     ] {
         rows.push((
-            format!("degraded 4 KiB random write{what}, {label}, log on"),
+            format!("{kind}{what}, {label}, {on}"),
             format!("{:.0} IOPS", c.1),
             "-".into(),
         ));
         rows.push((
-            format!("degraded 4 KiB random write{what}, {label}, log off"),
+            format!("{kind}{what}, {label}, {off}"),
             format!("{:.0} IOPS", c.2),
             "-".into(),
         ));
         rows.push((
-            format!("write-hole protection cost{what}, {label} (median of pairs)"),
+            format!("{name}{what}, {label} (median of pairs)"),
             format!("{:.1} %", c.0 * 100.0),
             "-".into(),
         ));
         eprintln!(
-            "write-hole protection cost{what}, {label}: {:.1} % (pairs: {:?}; {:.2} member flushes per request with the log on)",
+            "{name}{what}, {label}: {:.1} % (pairs: {:?}; {:.2} member flushes per request, {on})",
             c.0 * 100.0,
             c.3,
             c.4
@@ -940,6 +983,38 @@ fn main() {
             st.full_stripe, st.rmw, st.rcw
         );
     }
+    // --- Policy "always" on the healthy array: every small write logged (issue 15).
+    log_cost_rows(
+        &array,
+        Cost::Policy,
+        &mut exec,
+        &wbuf[..],
+        (budget / 4, pairs),
+        &mut rng,
+        "",
+        &mut rows,
+    );
+    array.stop().expect("stop");
+    drop(array);
+    // The same on members reporting no volatile write cache (the entry's flush skipped).
+    let all: Vec<Arc<dyn Member>> = open_members(&dir, &names[..N], size, false)
+        .into_iter()
+        .map(|m| Arc::new(Counted(m, Some(false))) as Arc<dyn Member>)
+        .collect();
+    let asm = Array::assemble(all, None, Arc::new(CpuXor::detect())).expect("assemble");
+    let array = Arc::new(asm.array);
+    exec.register_arenas(&[pool_arena.clone(), array.scratch_arena().clone()])
+        .expect("register buffers");
+    log_cost_rows(
+        &array,
+        Cost::Policy,
+        &mut exec,
+        &wbuf[..],
+        (budget / 4, pairs),
+        &mut rng,
+        " (no volatile cache)",
+        &mut rows,
+    );
     array.stop().expect("stop");
     drop(array);
 
@@ -988,6 +1063,7 @@ fn main() {
     }
     log_cost_rows(
         &array,
+        Cost::Log,
         &mut exec,
         &wbuf[..],
         (budget / 4, pairs),
@@ -1050,6 +1126,7 @@ fn main() {
         .expect("register buffers");
     log_cost_rows(
         &array,
+        Cost::Log,
         &mut exec,
         &wbuf[..],
         (budget / 4, pairs),
