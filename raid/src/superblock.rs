@@ -49,6 +49,9 @@ const PPL_UNCOVERED: u32 = 2;
 /// policy existed ignore it and treat the array as "degraded", which refuses rather than
 /// misreads: their recovery never replays an older epoch's entries.
 const PPL_ALWAYS: u32 = 4;
+/// Log flag: the array was started over an unclean stop no log covered, and not rebuilt
+/// since: the set bitmap bits include the regions whose parity may be torn.
+const PPL_EXPOSED: u32 = 8;
 
 /// Field offsets within the superblock.
 mod field {
@@ -235,6 +238,9 @@ pub struct Superblock {
     /// With `ppl_always`: the oldest log epoch whose entries are replayed (rounds planned
     /// under it may still have been writing); never above `ppl_epoch`.
     pub ppl_replay_from: u64,
+    /// Started over an unclean stop no log covered (accepted), not rebuilt since: the
+    /// write-intent bits set include the regions that may be torn.
+    pub ppl_exposed: bool,
     /// Hot replace in progress, if any.
     pub replace: Option<ReplaceRecord>,
     /// State of every role.
@@ -288,7 +294,8 @@ impl Superblock {
             field::PPL_FLAGS,
             (u32::from(self.ppl_off) * PPL_OFF)
                 | (u32::from(self.ppl_uncovered) * PPL_UNCOVERED)
-                | (u32::from(self.ppl_always) * PPL_ALWAYS),
+                | (u32::from(self.ppl_always) * PPL_ALWAYS)
+                | (u32::from(self.ppl_exposed) * PPL_EXPOSED),
         );
         put64(&mut b, field::PPL_REPLAY_FROM, self.ppl_replay_from);
         if let Some(rep) = &self.replace {
@@ -454,6 +461,7 @@ impl Superblock {
             ppl_off: get32(b, field::PPL_FLAGS) & PPL_OFF != 0,
             ppl_uncovered: get32(b, field::PPL_FLAGS) & PPL_UNCOVERED != 0,
             ppl_always: get32(b, field::PPL_FLAGS) & PPL_ALWAYS != 0,
+            ppl_exposed: get32(b, field::PPL_FLAGS) & PPL_EXPOSED != 0,
             ppl_replay_from: if get32(b, field::PPL_FLAGS) & PPL_ALWAYS != 0 {
                 get64(b, field::PPL_REPLAY_FROM).min(get64(b, field::PPL_EPOCH))
             } else {
@@ -519,6 +527,7 @@ mod tests {
             ppl_uncovered: true,
             ppl_always: true,
             ppl_replay_from: 4,
+            ppl_exposed: true,
             replace: Some(ReplaceRecord {
                 role: 3,
                 next: 1234,

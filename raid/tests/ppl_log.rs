@@ -575,6 +575,27 @@ fn a_member_lost_after_a_crash_while_healthy_is_covered_only_under_always() {
                 assert_eq!(asm.array.exposure(), Some(x.clone()));
                 assert!(x.blocks.iter().any(|r| r.contains(&untouched.0)), "{x:?}");
                 assert_ne!(read(&asm.array, untouched), want(untouched));
+                // The exposure is persisted: a clean restart (bitmap aging too) still reports
+                // the same regions, without asking again.
+                asm.array.age_bitmap().unwrap();
+                asm.array.age_bitmap().unwrap();
+                asm.array.stop().unwrap();
+                drop(asm);
+                let asm =
+                    Array::assemble(survivors(), Some(uuid), Arc::new(CpuXor::detect())).unwrap();
+                let again = asm.array.exposure().unwrap();
+                assert_eq!(again.blocks, x.blocks);
+                // A rebuild rewrites every stripe: the array is whole, and no longer exposed,
+                // now or after a restart.
+                asm.array
+                    .add_spare(Arc::new(MemMember::new("spare", size)))
+                    .unwrap();
+                asm.array
+                    .run_rebuild(&mut SyncExecutor, &mut raidline_raid::Throttle::new(None))
+                    .unwrap();
+                assert!(asm.array.degraded_roles().is_empty());
+                assert_eq!(asm.array.exposure(), None);
+                asm.array.stop().unwrap();
             }
         }
     }

@@ -51,7 +51,8 @@ pub struct Assembled {
     pub resync_pending: bool,
     /// It stopped uncleanly and a member is missing that no log covers: stripes written at
     /// the time may have torn parity (the RAID-5 write hole; see README). Only possible with
-    /// [`AssembleOptions::start_dirty_degraded`].
+    /// [`AssembleOptions::start_dirty_degraded`] — or when an earlier start accepted such a
+    /// stop and no rebuild has run since (its regions stay exposed, kept in the bitmap).
     pub write_hole_exposed: bool,
     /// With `write_hole_exposed`: why, and the regions that may be torn (also
     /// [`Array::exposure`] until a rebuild rewrote them).
@@ -582,16 +583,18 @@ impl Array {
                 refused,
             });
         }
-        let exposure = write_hole_exposed.then(|| {
+        // An earlier start accepted an exposed stop and no rebuild has run since: its regions
+        // are still the set bits (kept set while exposed), and still exposed.
+        let was_exposed = newest.ppl_exposed && degraded;
+        let exposed_regions: Vec<u64> = (0..bits.len() as u64 * 8)
+            .filter(|&i| bits[i as usize / 8] & (1 << (i % 8)) != 0)
+            .filter(|&i| i * meta.bitmap_region_stripes < geo.stripes())
+            .collect();
+        let exposure = (write_hole_exposed || was_exposed).then(|| {
             let per = meta.bitmap_region_stripes;
             let mut stripes: Vec<std::ops::Range<u64>> = Vec::new();
-            for i in
-                (0..bits.len() as u64 * 8).filter(|&i| bits[i as usize / 8] & (1 << (i % 8)) != 0)
-            {
+            for &i in &exposed_regions {
                 let (a, b) = (i * per, ((i + 1) * per).min(geo.stripes()));
-                if a >= b {
-                    continue;
-                }
                 match stripes.last_mut() {
                     Some(r) if r.end == a => r.end = b,
                     _ => stripes.push(a..b),
@@ -599,12 +602,19 @@ impl Array {
             }
             let sd = geo.stripe_data_blocks();
             super::Exposure {
-                reason,
+                reason: if write_hole_exposed {
+                    reason
+                } else {
+                    "an earlier start accepted an unclean stop no log covered, and no rebuild has \
+                     run since"
+                        .to_string()
+                },
                 missing: down.clone(),
                 blocks: stripes.iter().map(|r| r.start * sd..r.end * sd).collect(),
                 stripes,
             }
         });
+        let write_hole_exposed = exposure.is_some();
         let inner = Inner {
             slots,
             spares,
@@ -624,6 +634,9 @@ impl Array {
             replace,
         };
         let array = Array::from_parts(geo, meta, uuid, parity, inner, Some(bits));
+        if exposure.is_some() {
+            array.bitmap.pin(&exposed_regions);
+        }
         {
             let mut st = array.write_state();
             Array::take_spare(&mut st);

@@ -32,6 +32,9 @@ struct State {
     inflight: Vec<u32>,
     /// Written since the last [`Bitmap::clear_aged`] pass.
     touched: Vec<bool>,
+    /// Regions whose bits are kept set (the array was started exposed there: the bits are
+    /// the persisted record of where, until a rebuild rewrote them).
+    pinned: Vec<bool>,
 }
 
 /// The in-memory copy and the in-flight counts.
@@ -55,6 +58,7 @@ impl Bitmap {
                 bits: b,
                 inflight: vec![0; regions as usize],
                 touched: vec![false; regions as usize],
+                pinned: vec![false; regions as usize],
             }),
         }
     }
@@ -74,6 +78,21 @@ impl Bitmap {
         (0..st.inflight.len() as u64)
             .filter(|r| st.bits[(r / 8) as usize] & (1 << (r % 8)) != 0)
             .collect()
+    }
+
+    /// Keeps the bits of `regions` set (they must be set already) until [`Bitmap::unpin_all`].
+    pub(crate) fn pin(&self, regions: &[u64]) {
+        let mut st = self.lock();
+        for &r in regions {
+            if let Some(p) = st.pinned.get_mut(r as usize) {
+                *p = true;
+            }
+        }
+    }
+
+    /// Lets every pinned bit be cleared again (by the next clearing pass).
+    pub(crate) fn unpin_all(&self) {
+        self.lock().pinned.fill(false);
     }
 
     /// Registers a write to stripes `first..=last`; returns once their bits are durable.
@@ -112,7 +131,7 @@ impl Bitmap {
         let mut changed = Vec::new();
         for r in 0..st.inflight.len() {
             let (byte, bit) = (r / 8, 1u8 << (r % 8));
-            if st.inflight[r] == 0 && st.bits[byte] & bit != 0 {
+            if st.inflight[r] == 0 && !st.pinned[r] && st.bits[byte] & bit != 0 {
                 st.bits[byte] &= !bit;
                 changed.push(byte / BLOCK);
             }
@@ -129,7 +148,7 @@ impl Bitmap {
         let mut changed = Vec::new();
         let mut cleared = 0;
         for r in 0..st.inflight.len() {
-            if std::mem::take(&mut st.touched[r]) || st.inflight[r] != 0 {
+            if std::mem::take(&mut st.touched[r]) || st.inflight[r] != 0 || st.pinned[r] {
                 continue;
             }
             let (byte, bit) = (r / 8, 1u8 << (r % 8));
@@ -150,7 +169,7 @@ impl Bitmap {
         let mut changed = Vec::new();
         for &r in regions {
             let (byte, bit) = ((r / 8) as usize, 1u8 << (r % 8));
-            if st.inflight[r as usize] == 0 && st.bits[byte] & bit != 0 {
+            if st.inflight[r as usize] == 0 && !st.pinned[r as usize] && st.bits[byte] & bit != 0 {
                 st.bits[byte] &= !bit;
                 changed.push(byte / BLOCK);
             }

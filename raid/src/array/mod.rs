@@ -946,6 +946,7 @@ impl Array {
             ppl_off: st.ppl_off,
             ppl_uncovered: st.ppl_uncovered,
             ppl_always: st.ppl_always,
+            ppl_exposed: st.exposure.is_some(),
             ppl_replay_from: if st.ppl_always {
                 st.ppl_replay_from.min(st.ppl_epoch)
             } else {

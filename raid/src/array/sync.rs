@@ -417,6 +417,7 @@ impl Array {
                 self.next_epoch(&mut st);
                 // Whole again: every stripe was rewritten from the survivors.
                 st.exposure = None;
+                self.bitmap.unpin_all();
                 self.persist(&mut st)?;
             } else {
                 st.rebuild = Some((role, next));
