@@ -567,6 +567,30 @@ impl Array {
                 }
             }
         }
+        if resync_pending
+            && always
+            && ppl_layout.is_some()
+            && !newest.ppl_off
+            && !newest.ppl_uncovered
+        {
+            // Every member present, policy "always": the log makes the interrupted writes'
+            // stripes consistent now, as md's PPL does, so a member lost before the resync
+            // reaches them cannot reconstruct from torn parity. The resync still runs.
+            let members: Vec<Option<Arc<dyn Member>>> =
+                slots.iter().map(|s| s.member.clone()).collect();
+            let r = super::ppl::recover(
+                &geo,
+                &meta,
+                uuid,
+                newest.legacy,
+                &members,
+                newest.ppl_replay_from..=newest.ppl_epoch,
+                usize::MAX,
+                0,
+                &*parity,
+            )?;
+            replayed = r.repaired;
+        }
         let dirty_regions = bits.iter().map(|b| b.count_ones() as u64).sum::<u64>();
         if write_hole_exposed && dirty_regions == 0 {
             // No region was being written: nothing can be torn.

@@ -287,7 +287,8 @@ pub(crate) struct Recovered {
 }
 
 /// Applies the valid log entries of array `array` found on `members` (roles in order;
-/// `None` = missing) whose epoch lies in `epochs`, with `missing` the role missing now.
+/// `None` = missing) whose epoch lies in `epochs`, with `missing` the role missing now
+/// (`usize::MAX`: none, every member present).
 /// Format-1 entries count only when `legacy` (the superblocks are version 1). Stripes below
 /// `valid_below` (the rebuild checkpoint, for a role being rebuilt) are resynced from all
 /// members instead.
