@@ -363,11 +363,15 @@ fn log_cost_rows(
             format!("{:.1} %", c.0 * 100.0),
             "-".into(),
         ));
+        // Flushes are counted on the degraded arrays' members (`Counted`) only.
+        let flushes = match cost {
+            Cost::Log => format!("; {:.2} member flushes per request, {on}", c.4),
+            Cost::Policy => String::new(),
+        };
         eprintln!(
-            "{name}{what}, {label}: {:.1} % (pairs: {:?}; {:.2} member flushes per request, {on})",
+            "{name}{what}, {label}: {:.1} % (pairs: {:?}{flushes})",
             c.0 * 100.0,
             c.3,
-            c.4
         );
     }
 }
