@@ -591,6 +591,19 @@ impl Array {
             )?;
             replayed = r.repaired;
         }
+        // A rebuild target's log area may hold entries of stripes above the checkpoint it
+        // resumes from (written while the lost checkpoint was higher): later writes there
+        // skip its slots (its parity is not usable above the checkpoint), so those entries
+        // could go stale, and a later recovery under "always" that looks at older epochs
+        // would replay them. Every entry there has served by now: clear the area.
+        if let Some((r, _)) = rebuild {
+            if let Some(m) = slots[r].member.as_ref() {
+                super::ppl::clear_area(&meta, &**m).map_err(|e| RaidError::Member {
+                    role: crate::geometry::MemberIdx(r),
+                    source: e,
+                })?;
+            }
+        }
         let dirty_regions = bits.iter().map(|b| b.count_ones() as u64).sum::<u64>();
         if write_hole_exposed && dirty_regions == 0 {
             // No region was being written: nothing can be torn.

@@ -486,10 +486,17 @@ impl Array {
         // Rounds enter the registry under the state lock, so none can appear with an older
         // epoch while this write lock is held.
         let older = self.inflight.older_than(st.ppl_epoch);
-        if !older {
-            // Policy "always": no round of an older epoch is left; the next superblock update
-            // may say so (a lagging value only replays finished rounds' entries).
+        if !older && st.ppl_replay_from < st.ppl_epoch && st.failed.is_none() {
+            // Policy "always": no round of an older epoch is left, so recovery need not look
+            // at older entries; recorded at once (rare: after a failure or a rebuild's end).
+            let from = st.ppl_replay_from;
             st.ppl_replay_from = st.ppl_epoch;
+            if st.ppl_always {
+                if let Err(e) = self.persist(&mut st) {
+                    st.ppl_replay_from = from;
+                    return Err(e);
+                }
+            }
         }
         if !st.ppl_uncovered || st.ppl_off {
             if !older {
@@ -528,7 +535,7 @@ impl Array {
                 st.ppl_uncovered = true;
             }
             let from = oldest.map_or(st.ppl_epoch, |e| e.max(st.ppl_always_since));
-            st.ppl_replay_from = st.ppl_replay_from.max(st.ppl_always_since).min(from);
+            st.ppl_replay_from = from;
         } else if oldest.is_some() {
             st.ppl_uncovered = true;
         }
