@@ -49,6 +49,7 @@ usage: raidline [run] [--config PATH]
        raidline array add-spare ARRAY PATH [--socket PATH]
        raidline array replace ARRAY OLD NEW [--socket PATH]
        raidline array scrub ARRAY [--socket PATH]
+       raidline array start [--accept-dirty-degraded] ARRAY [--socket PATH]
        raidline ns enable|disable SUBSYSTEM NSID [--socket PATH]
        raidline cc show [--socket PATH]
        raidline cc set PARAM VALUE [--socket PATH]
@@ -64,6 +65,10 @@ commands:
   array replace   copy OLD onto NEW while OLD keeps serving (the array stays redundant),
                   then retire OLD
   array scrub     read every stripe and check parity
+  array start     assemble an array that did not start (state refused in raidline status)
+                  and serve its namespaces; with --accept-dirty-degraded even over an
+                  unclean stop with a member missing that no log covers (the missing
+                  member's data written at the time may read back wrong: status lists where)
   ns disable      take a namespace offline: hosts get a namespace-change notice and drop
                   it; I/O already accepted finishes, new I/O gets Internal Path Error
   ns enable       serve it again (same identifiers); hosts rescan and re-add it
@@ -76,6 +81,8 @@ options:
   --config PATH   configuration file (default /etc/raidline/raidline.toml)
   --socket PATH   the daemon's management socket (default /run/raidline/raidline.sock)
   --json          print the status report as JSON
+  --accept-dirty-degraded
+                  array start: accept an unclean degraded stop that no log covers
   -h, --help      this text
   -V, --version   the version
 
@@ -164,6 +171,13 @@ pub enum ArrayOp {
         /// Array name.
         array: String,
     },
+    /// `array start [--accept-dirty-degraded] ARRAY`.
+    Start {
+        /// Array name.
+        array: String,
+        /// Start even over an unclean stop with a member missing that no log covers.
+        accept_dirty_degraded: bool,
+    },
 }
 
 /// A congestion-control operation.
@@ -202,6 +216,13 @@ impl ArrayOp {
             ArrayOp::AddSpare { array, path } => Request::ArrayAddSpare { array, path },
             ArrayOp::Replace { array, old, new } => Request::ArrayReplace { array, old, new },
             ArrayOp::Scrub { array } => Request::ArrayScrub { array },
+            ArrayOp::Start {
+                array,
+                accept_dirty_degraded,
+            } => Request::ArrayStart {
+                array,
+                accept_dirty_degraded,
+            },
         }
     }
 }
@@ -224,7 +245,7 @@ impl UsageError {
 /// Options that take a value.
 const VALUED: [&str; 2] = ["config", "socket"];
 /// Options that do not.
-const FLAGS: [&str; 3] = ["help", "version", "json"];
+const FLAGS: [&str; 4] = ["help", "version", "json", "accept-dirty-degraded"];
 
 /// Parses the arguments after the program name.
 pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageError> {
@@ -308,10 +329,24 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
             })
         }
         Some("array") => {
-            let mut o = Opts::take(opts, "raidline array", &["socket"])?;
+            let mut o = Opts::take(opts, "raidline array", &["socket", "accept-dirty-degraded"])?;
+            let mut op = array_op(&rest)?;
+            let accept = o.flag("accept-dirty-degraded");
+            match &mut op {
+                ArrayOp::Start {
+                    accept_dirty_degraded,
+                    ..
+                } => *accept_dirty_degraded = accept,
+                _ if accept => {
+                    return Err(UsageError::new(
+                        "option '--accept-dirty-degraded' applies only to 'raidline array start'",
+                    ))
+                }
+                _ => {}
+            }
             Ok(Command::Array {
                 socket: o.path("socket", DEFAULT_SOCKET),
-                op: array_op(&rest)?,
+                op,
             })
         }
         Some("ns") => {
@@ -340,7 +375,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageErr
 fn array_op(words: &[String]) -> Result<ArrayOp, UsageError> {
     let Some((sub, args)) = words.split_first() else {
         return Err(UsageError::new(
-            "'raidline array' needs a command: fail, add-spare, replace or scrub",
+            "'raidline array' needs a command: fail, add-spare, replace, scrub or start",
         ));
     };
     type Build = fn(&[String]) -> ArrayOp;
@@ -361,9 +396,14 @@ fn array_op(words: &[String]) -> Result<ArrayOp, UsageError> {
         "scrub" => (&["ARRAY"], |a| ArrayOp::Scrub {
             array: a[0].clone(),
         }),
+        // The flag is set by the caller from `--accept-dirty-degraded`.
+        "start" => (&["ARRAY"], |a| ArrayOp::Start {
+            array: a[0].clone(),
+            accept_dirty_degraded: false,
+        }),
         other => {
             return Err(UsageError::new(format!(
-                "unknown array command '{other}' (fail, add-spare, replace, scrub)"
+                "unknown array command '{other}' (fail, add-spare, replace, scrub, start)"
             )))
         }
     };
@@ -677,13 +717,14 @@ pub fn config_summary(c: &Config) -> String {
         let _ = writeln!(
             s,
             "  array {}: RAID-5 over {} members, {} spares, chunk {} KiB, parity {}, \
-             rebuild {} MB/s",
+             rebuild {} MB/s, write hole: {}",
             a.name,
             a.members.len(),
             a.spares.len(),
             a.chunk_bytes / 1024,
             format!("{:?}", a.parity).to_lowercase(),
-            a.rebuild_mb_s
+            a.rebuild_mb_s,
+            a.write_hole.as_str()
         );
         for m in &a.members {
             let _ = writeln!(s, "    member {}", m.display());
@@ -839,6 +880,33 @@ mod tests {
             ArrayOp::Scrub { array: "a".into() }.request(),
             Request::ArrayScrub { array: "a".into() }
         );
+        // `array start`: the flag anywhere on the line; without it a plain retry.
+        for line in [
+            "array start --accept-dirty-degraded array0",
+            "array start array0 --accept-dirty-degraded",
+            "--accept-dirty-degraded array start array0",
+        ] {
+            assert_eq!(
+                p(line),
+                Ok(array(ArrayOp::Start {
+                    array: "array0".into(),
+                    accept_dirty_degraded: true
+                })),
+                "{line}"
+            );
+        }
+        let plain = ArrayOp::Start {
+            array: "array0".into(),
+            accept_dirty_degraded: false,
+        };
+        assert_eq!(p("array start array0"), Ok(array(plain.clone())));
+        assert_eq!(
+            plain.request(),
+            Request::ArrayStart {
+                array: "array0".into(),
+                accept_dirty_degraded: false
+            }
+        );
     }
 
     #[test]
@@ -974,11 +1042,35 @@ mod tests {
             ),
             (
                 "array",
-                "'raidline array' needs a command: fail, add-spare, replace or scrub",
+                "'raidline array' needs a command: fail, add-spare, replace, scrub or start",
             ),
             (
                 "array grow a",
-                "unknown array command 'grow' (fail, add-spare, replace, scrub)",
+                "unknown array command 'grow' (fail, add-spare, replace, scrub, start)",
+            ),
+            (
+                "array start",
+                "'raidline array start' needs ARRAY; missing ARRAY",
+            ),
+            (
+                "array start a b",
+                "unexpected argument 'b': 'raidline array start' takes ARRAY",
+            ),
+            (
+                "array scrub a --accept-dirty-degraded",
+                "option '--accept-dirty-degraded' applies only to 'raidline array start'",
+            ),
+            (
+                "status --accept-dirty-degraded",
+                "option '--accept-dirty-degraded' does not apply to 'raidline status'",
+            ),
+            (
+                "array start --accept-dirty-degraded=yes a",
+                "option '--accept-dirty-degraded' takes no value",
+            ),
+            (
+                "array start --accept-dirty-degraded --accept-dirty-degraded a",
+                "option '--accept-dirty-degraded' given twice",
             ),
             (
                 "array fail",
@@ -1054,6 +1146,22 @@ mod tests {
         );
 
         let (code, out, err) = run(&Command::Array {
+            socket: socket.clone(),
+            op: ArrayOp::Start {
+                array: "array0".into(),
+                accept_dirty_degraded: true,
+            },
+        });
+        assert_eq!(
+            (code, out.as_str(), err.as_str()),
+            (
+                EXIT_OK,
+                "started array0 (accept dirty degraded: true)\n",
+                ""
+            )
+        );
+
+        let (code, out, err) = run(&Command::Array {
             socket,
             op: ArrayOp::Scrub {
                 array: "nope".into(),
@@ -1112,7 +1220,7 @@ mod tests {
             "  state directory: /var/lib/raidline (remembered members)\n",
             "  metrics: http://127.0.0.1:9420/metrics\n",
             "  congestion control: off (no pacing)\n",
-            "  array array0: RAID-5 over 4 members, 0 spares, chunk 64 KiB, parity cpu, rebuild 200 MB/s\n",
+            "  array array0: RAID-5 over 4 members, 0 spares, chunk 64 KiB, parity cpu, rebuild 200 MB/s, write hole: degraded\n",
             "    member /dev/nvme3n1\n",
             "  subsystem nqn.2026-11.io.raidline:array0: model \"Raidline RAID-5\", serial derived from the array, 1 allowed host(s)\n",
             "    namespace 1 on array array0\n",

@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use raidline_proto::text::Nqn;
+use raidline_raid::WriteHolePolicy;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -184,6 +185,8 @@ struct RawArray {
     rebuild_mb_s: Spanned<u32>,
     #[serde(default)]
     assume_clean: bool,
+    #[serde(default)]
+    write_hole: Option<Spanned<String>>,
 }
 
 fn default_chunk() -> Spanned<u32> {
@@ -283,6 +286,11 @@ pub struct ArrayConfig {
     /// trimmed device, fresh lab images), so parity is already consistent and no initial
     /// resync runs. Ignored once the array exists.
     pub assume_clean: bool,
+    /// When writes carry partial-parity-log entries: `degraded` (the default: only while a
+    /// member is missing) or `always` (every write that is not a whole stripe, so a crash
+    /// together with a member lost at the restart loses nothing). Applied at every start; the
+    /// array keeps it in its superblocks.
+    pub write_hole: WriteHolePolicy,
 }
 
 /// One subsystem.
@@ -440,6 +448,23 @@ impl Config {
                 );
             }
             let rebuild = cx.range(&a.rebuild_mb_s, 1, 100_000, "rebuild_mb_s")?;
+            let write_hole = match &a.write_hole {
+                None => WriteHolePolicy::default(),
+                Some(w) => match WriteHolePolicy::parse(w.get_ref()) {
+                    Some(p) => p,
+                    None => {
+                        return cx.err(
+                            w.span(),
+                            format!(
+                                "write_hole = {:?}: must be \"degraded\" (log writes only while \
+                                 a member is missing, the default) or \"always\" (log every \
+                                 write that is not a whole stripe)",
+                                w.get_ref()
+                            ),
+                        )
+                    }
+                },
+            };
             arrays.push(ArrayConfig {
                 name,
                 members: a.members.get_ref().clone(),
@@ -448,6 +473,7 @@ impl Config {
                 parity: a.parity,
                 rebuild_mb_s: rebuild,
                 assume_clean: a.assume_clean,
+                write_hole,
             });
         }
 

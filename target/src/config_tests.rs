@@ -12,6 +12,7 @@ fn example_config_parses() {
     assert_eq!(c.poll_mode, PollMode::Adaptive);
     assert_eq!(c.arrays[0].chunk_bytes, 64 * 1024);
     assert_eq!(c.arrays[0].members.len(), 4);
+    assert_eq!(c.arrays[0].write_hole, WriteHolePolicy::Degraded);
     assert_eq!(
         c.subsystems[0].namespaces[0].backing,
         Backing::Array("array0".into())
@@ -132,4 +133,28 @@ fn cc_algorithm_and_params_are_checked_at_load() {
     );
     let (_, _, m) = invalid("[cc]\nalgorithm = \"rtt-aimd\"\n[cc.params]\nbeta = 2.0\n");
     assert!(m.contains("`beta` = 2 is outside [0, 1]"), "{m}");
+}
+
+#[test]
+fn write_hole_policy_defaults_to_degraded_and_takes_always() {
+    let array = "[[array]]\nname = \"a\"\nmembers = [\"/x\", \"/y\", \"/z\"]\n";
+    let c = Config::parse(array, "t").unwrap();
+    assert_eq!(c.arrays[0].write_hole, WriteHolePolicy::Degraded);
+    let c = Config::parse(&format!("{array}write_hole = \"always\"\n"), "t").unwrap();
+    assert_eq!(c.arrays[0].write_hole, WriteHolePolicy::Always);
+    let c = Config::parse(&format!("{array}write_hole = \"degraded\"\n"), "t").unwrap();
+    assert_eq!(c.arrays[0].write_hole, WriteHolePolicy::Degraded);
+    // Any other word names its line and column and both allowed words.
+    let (l, col, m) = invalid(&format!("{array}write_hole = \"sometimes\"\n"));
+    assert_eq!((l, col), (4, 14));
+    assert!(
+        m.contains("\"sometimes\"") && m.contains("\"degraded\"") && m.contains("\"always\""),
+        "{m}"
+    );
+    // Case matters, as for every other word of the file.
+    let (l, _, _) = invalid(&format!("{array}write_hole = \"Always\"\n"));
+    assert_eq!(l, 4);
+    // A number is a type error.
+    let e = Config::parse(&format!("{array}write_hole = 1\n"), "t").unwrap_err();
+    assert!(matches!(e, ConfigError::Syntax { .. }), "{e}");
 }

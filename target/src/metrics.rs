@@ -146,6 +146,13 @@ pub struct ArrayGauges {
     pub rebuild_ratio: Option<f64>,
     /// Scrub progress in `0.0..=1.0` while a scrub runs.
     pub scrub_ratio: Option<f64>,
+    /// It did not assemble at start-up and serves nothing (state "refused").
+    pub refused: bool,
+    /// It was started over an unclean stop no log covered, and some of its data may read back
+    /// wrong until a rebuild rewrote those stripes.
+    pub write_hole_exposed: bool,
+    /// Its write-hole policy is "always" (every write that is not a whole stripe is logged).
+    pub write_hole_always: bool,
 }
 
 /// Gauges of one queue pair at scrape time.
@@ -191,6 +198,9 @@ impl Snapshot {
                     .unwrap_or(u32::MAX),
                 rebuild_ratio: a.rebuild.map(|p| p.ratio()),
                 scrub_ratio: a.scrub.map(|p| p.ratio()),
+                refused: a.refused.is_some() || a.state == "refused",
+                write_hole_exposed: a.exposure.is_some(),
+                write_hole_always: a.write_hole_policy == "always",
             })
             .collect();
         let queues = r
@@ -389,6 +399,27 @@ fn render_arrays(w: &mut Exposition, arrays: &[ArrayGauges]) {
         array_label,
         |a| Value::Int(u64::from(a.degraded_members)),
     );
+    for (name, help, pick) in [
+        (
+            "raidline_array_refused",
+            "1 while the array did not assemble at start-up and serves nothing (raidline array start).",
+            (|a: &ArrayGauges| a.refused) as fn(&ArrayGauges) -> bool,
+        ),
+        (
+            "raidline_array_write_hole_exposed",
+            "1 while the array runs over an unclean stop no log covered: data of the missing member in the regions written then may read back wrong until a rebuild.",
+            |a: &ArrayGauges| a.write_hole_exposed,
+        ),
+        (
+            "raidline_array_write_hole_always",
+            "1 when the write-hole policy is \"always\" (every write that is not a whole stripe is logged), 0 for \"degraded\".",
+            |a: &ArrayGauges| a.write_hole_always,
+        ),
+    ] {
+        w.per((name, "gauge", help), arrays, array_label, |a| {
+            Value::Int(u64::from(pick(a)))
+        });
+    }
     for (name, help, pick) in [
         (
             "raidline_array_rebuild_progress_ratio",
@@ -660,6 +691,9 @@ mod tests {
             scrub: None,
             parity_engine: "cpu".into(),
             write_hole_protection: true,
+            write_hole_policy: "degraded".into(),
+            refused: None,
+            exposure: None,
         };
         let q = |qid, rate, rtt_us| QueueStatus {
             qid,
@@ -718,6 +752,9 @@ mod tests {
                 degraded_members: 1,
                 rebuild_ratio: Some(0.25),
                 scrub_ratio: None,
+                refused: false,
+                write_hole_exposed: false,
+                write_hole_always: false,
             }
         );
         assert_eq!(snap.arrays[1].degraded_members, 2);
@@ -849,6 +886,66 @@ mod tests {
             3.0
         );
         assert!(text.contains("raidline_qp_rtt_seconds{cntlid=\"3\",qid=\"0\"} NaN\n"));
+    }
+
+    #[test]
+    fn refused_and_exposed_arrays_have_their_gauges() {
+        let r = crate::mgmt::tests::refused_and_exposed();
+        let snap = Snapshot::from_status(&r);
+        assert_eq!(
+            (
+                snap.arrays[0].refused,
+                snap.arrays[0].write_hole_exposed,
+                snap.arrays[0].write_hole_always
+            ),
+            (false, true, false)
+        );
+        assert_eq!(
+            (
+                snap.arrays[1].refused,
+                snap.arrays[1].write_hole_exposed,
+                snap.arrays[1].write_hole_always
+            ),
+            (true, false, true)
+        );
+        let text = render_all(&[], &DataPathMetrics::default(), &snap);
+        let samples = check_exposition(&text);
+        let get = |name: &str, labels: &[(&str, &str)]| -> f64 {
+            let want: BTreeMap<String, String> = labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            samples
+                .iter()
+                .find(|(_, s)| s.name == name && s.labels == want)
+                .unwrap_or_else(|| panic!("no {name} {labels:?} in\n{text}"))
+                .1
+                .value
+        };
+        for (name, array0, array1) in [
+            ("raidline_array_refused", 0.0, 1.0),
+            ("raidline_array_write_hole_exposed", 1.0, 0.0),
+            ("raidline_array_write_hole_always", 0.0, 1.0),
+        ] {
+            assert_eq!(get(name, &[("array", "array0")]), array0, "{name}");
+            assert_eq!(get(name, &[("array", "array1")]), array1, "{name}");
+        }
+        // "refused" is one of the one-hot states.
+        for s in ARRAY_STATES {
+            let want = f64::from(u8::from(s == "refused"));
+            assert_eq!(
+                get("raidline_array_state", &[("array", "array1"), ("state", s)]),
+                want,
+                "{s}"
+            );
+        }
+        assert_eq!(
+            get(
+                "raidline_array_state",
+                &[("array", "array0"), ("state", "degraded")]
+            ),
+            1.0
+        );
     }
 
     #[test]

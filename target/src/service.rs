@@ -4,27 +4,33 @@
 //! Array bring-up: the members of each configured array are assembled from their superblocks
 //! (any order; the array's UUID and layout are on the media). Only when *no* member carries a
 //! superblock — brand-new drives — is a new array created, and that is logged loudly. A
-//! member set that has superblocks but does not assemble is an error: nothing is ever
-//! overwritten by guesswork.
+//! member set that has superblocks but does not assemble is never overwritten by guesswork:
+//! the array is refused with the engine's reason and the daemon serves everything else (the
+//! refused array's namespaces stay inactive) until the operator's `raidline array start`
+//! assembles it ([`Api`]'s `array_start`; `--accept-dirty-degraded` to start over an unclean
+//! degraded stop that no log covers).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use raidline_raid::superblock::{SlotState, Superblock};
-use raidline_raid::{Array, ArrayConfig as RaidArrayConfig, ChunkSize, Member, ParityEngine};
+use raidline_raid::{
+    Array, ArrayConfig as RaidArrayConfig, AssembleOptions, ChunkSize, Exposure, Member,
+    ParityEngine, WriteHolePolicy,
+};
 
 use crate::config::{ArrayConfig, Backing, Config, ParityChoice};
 use crate::daemon::pacing::PACING_OFF;
 use crate::daemon::{
-    open_member, ArrayEntry, Backend, CcSpec, NamespaceSpec, QueueStats, Shared, SubsystemSpec,
-    TargetSpec,
+    open_member, ArrayEntry, ArraySlot, Backend, CcSpec, NamespaceSpec, QueueStats, Refusal,
+    RefusedArray, Shared, StoredArray, SubsystemSpec, TargetSpec,
 };
 use crate::identity;
 use crate::metrics::{render_all, Snapshot};
 use crate::mgmt::{
-    ArrayStatus, ControllerStatus, Management, MemberStatus, NamespaceStatus, Progress,
-    QueueStatus, StatusReport, SubsystemStatus,
+    ArrayStatus, ByteRange, ControllerStatus, ExposureStatus, Management, MemberStatus,
+    NamespaceStatus, Progress, QueueStatus, StatusReport, SubsystemStatus,
 };
 use crate::subsystem::{HostAccess, NamespaceInfo, Subsystem, DEFAULT_BLOCK_SIZE};
 
@@ -75,7 +81,7 @@ enum Probe {
     /// No superblock magic: a blank (or foreign) device.
     Blank,
     /// A valid array superblock.
-    Superblock,
+    Superblock(Box<Superblock>),
     /// Magic present but the superblock does not decode (torn, damaged, newer version).
     Damaged(String),
     /// The block could not be read.
@@ -95,7 +101,7 @@ fn probe(m: &dyn Member) -> Probe {
         return Probe::Unreadable(e.to_string());
     }
     match Superblock::decode(&b) {
-        Ok(_) => Probe::Superblock,
+        Ok(sb) => Probe::Superblock(Box::new(sb)),
         Err(raidline_raid::SuperblockError::NoMagic) => Probe::Blank,
         Err(e) => Probe::Damaged(e.to_string()),
     }
@@ -106,20 +112,45 @@ fn probe(m: &dyn Member) -> Probe {
 /// are offered to assembly beside the configured members and spares, skipped with a warning
 /// when they cannot be opened, and a superblock on any of them forbids creating a new array.
 pub fn bring_up_array(a: &ArrayConfig, remembered: &[PathBuf]) -> Result<Arc<Array>, ServiceError> {
+    bring_up_array_with(a, remembered, &AssembleOptions::default())
+}
+
+/// [`bring_up_array`] with assembly options: `expect` assembles only that array (and never
+/// creates one: `raidline array start` of a refused array), `start_dirty_degraded` starts it
+/// even over an unclean stop with a member missing that no log covers (logged as a warning
+/// naming the ranges that may read back wrong). After assembly the configured write-hole
+/// policy replaces the recorded one (logged when it changes).
+pub fn bring_up_array_with(
+    a: &ArrayConfig,
+    remembered: &[PathBuf],
+    options: &AssembleOptions,
+) -> Result<Arc<Array>, ServiceError> {
     let err = |source| ServiceError::Array {
         array: a.name.clone(),
         source,
     };
-    let members: Vec<Arc<dyn Member>> = a
-        .members
-        .iter()
-        .map(|p| open(p, None))
-        .collect::<Result<_, _>>()?;
-    let spares: Vec<Arc<dyn Member>> = a
-        .spares
-        .iter()
-        .map(|p| open(p, None))
-        .collect::<Result<_, _>>()?;
+    // A configured device that cannot be opened (its node is gone, the drive is dead) is a
+    // missing member, not a reason to stop the daemon: assembly decides whether the array
+    // can run without it. It forbids creating a new array (that needs every member).
+    let mut absent: Vec<String> = Vec::new();
+    let mut open_or_absent = |paths: &[PathBuf]| -> Vec<Arc<dyn Member>> {
+        paths
+            .iter()
+            .filter_map(|p| match open(p, None) {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    tracing::error!(
+                        "array {}: cannot open {e}; assembling without it (a missing member)",
+                        a.name
+                    );
+                    absent.push(p.display().to_string());
+                    None
+                }
+            })
+            .collect()
+    };
+    let members = open_or_absent(&a.members);
+    let spares = open_or_absent(&a.spares);
     let mut extra: Vec<Arc<dyn Member>> = Vec::new();
     for p in remembered {
         if a.members.contains(p) || a.spares.contains(p) {
@@ -150,16 +181,41 @@ pub fn bring_up_array(a: &ArrayConfig, remembered: &[PathBuf]) -> Result<Arc<Arr
         .collect();
     for (name, p) in &probes {
         if let Probe::Unreadable(e) = p {
-            return Err(ServiceError::Config(format!(
-                "array {}: cannot read the superblock area of {name}: {e}; refusing to assemble or create",
+            // Never mistaken for a blank device; assembly reads it again and refuses it
+            // with the reason if it still cannot.
+            tracing::error!(
+                "array {}: cannot read the superblock area of {name}: {e}; it cannot help \
+                 create an array",
                 a.name
-            )));
+            );
+            absent.push(name.clone());
         }
         if let Probe::Damaged(e) = p {
             tracing::warn!("array {}: {name}: damaged superblock ({e})", a.name);
         }
     }
-    if probes.iter().all(|(_, p)| matches!(p, Probe::Blank)) {
+    let blank = probes
+        .iter()
+        .all(|(_, p)| matches!(p, Probe::Blank | Probe::Unreadable(_)));
+    if blank && !absent.is_empty() {
+        return Err(err(raidline_raid::RaidError::Assemble {
+            reason: format!(
+                "no readable member carries a superblock, and {} cannot be opened or read: a \
+                 new array is created only over every configured device",
+                absent.join(", ")
+            ),
+            refused: Vec::new(),
+        }));
+    }
+    if blank {
+        if options.expect.is_some() {
+            return Err(err(raidline_raid::RaidError::Assemble {
+                reason: "no member carries a superblock any more; a new array is created only \
+                         when the daemon starts"
+                    .into(),
+                refused: Vec::new(),
+            }));
+        }
         tracing::warn!(
             "array {}: no member carries a superblock; creating a NEW array over {} members (chunk {} KiB)",
             a.name,
@@ -170,15 +226,34 @@ pub fn bring_up_array(a: &ArrayConfig, remembered: &[PathBuf]) -> Result<Arc<Arr
             chunk: ChunkSize::new(a.chunk_bytes)
                 .map_err(|e| err(raidline_raid::RaidError::Geometry(e)))?,
             assume_clean: a.assume_clean,
+            write_hole: a.write_hole,
             ..RaidArrayConfig::default()
         };
         let array = Array::create(members, spares, &cfg, parity).map_err(err)?;
         return Ok(Arc::new(array));
     }
     let candidates: Vec<Arc<dyn Member>> = members.into_iter().chain(spares).chain(extra).collect();
-    let asm = Array::assemble(candidates, None, parity).map_err(err)?;
+    let asm = Array::assemble_with(candidates, options, parity).map_err(err)?;
     for r in &asm.refused {
         tracing::warn!("array {}: member not taken: {r}", a.name);
+    }
+    if asm.replayed > 0 {
+        tracing::info!(
+            "array {}: {} partial-parity log entries replayed after an unclean stop",
+            a.name,
+            asm.replayed
+        );
+    }
+    if asm.unrestorable_rows > 0 {
+        tracing::warn!(
+            "array {}: {} row(s) of the missing member that an interrupted write was changing \
+             may read back as neither the old nor the new data",
+            a.name,
+            asm.unrestorable_rows
+        );
+    }
+    if let Some(e) = &asm.exposure {
+        warn_exposure(&a.name, &asm.array, e);
     }
     if asm.resync_pending {
         tracing::warn!(
@@ -187,6 +262,23 @@ pub fn bring_up_array(a: &ArrayConfig, remembered: &[PathBuf]) -> Result<Arc<Arr
         );
     }
     let array = asm.array;
+    let recorded = array.write_hole_policy();
+    if recorded != a.write_hole {
+        match array.set_write_hole_policy(a.write_hole) {
+            Ok(()) => tracing::info!(
+                "array {}: write-hole policy {} (the superblocks said {}; the configuration wins)",
+                a.name,
+                a.write_hole.as_str(),
+                recorded.as_str()
+            ),
+            Err(e) => tracing::warn!(
+                "array {}: cannot change the write-hole policy to {}: {e}; it stays {}",
+                a.name,
+                a.write_hole.as_str(),
+                recorded.as_str()
+            ),
+        }
+    }
     let missing = array.degraded_roles();
     if missing.is_empty() {
         tracing::info!("array {}: assembled, all members present", a.name);
@@ -199,8 +291,112 @@ pub fn bring_up_array(a: &ArrayConfig, remembered: &[PathBuf]) -> Result<Arc<Arr
     Ok(Arc::new(array))
 }
 
+/// The exposure of an array started over an uncovered unclean stop, for the status report:
+/// block ranges as byte ranges of the array.
+pub fn exposure_status(e: &Exposure, block_bytes: u64) -> ExposureStatus {
+    ExposureStatus {
+        reason: e.reason.clone(),
+        missing: e.missing.iter().map(|&r| r as u32).collect(),
+        ranges: e
+            .blocks
+            .iter()
+            .map(|r| ByteRange {
+                start: r.start.saturating_mul(block_bytes),
+                end: r.end.saturating_mul(block_bytes),
+            })
+            .collect(),
+    }
+}
+
+/// Logs, as a warning, that array `name` started over an uncovered unclean stop and where its
+/// data may be wrong (every range: the operator needs the whole list once).
+fn warn_exposure(name: &str, array: &Array, e: &Exposure) {
+    let st = exposure_status(e, array.geometry().block_bytes() as u64);
+    let ranges = crate::mgmt::exposed_ranges_text(&st.ranges, usize::MAX);
+    tracing::warn!(
+        "array {name}: STARTED OVER AN UNCLEAN STOP THAT NO LOG COVERS ({}), role(s) {:?} \
+         missing: the missing member's data in {} range(s) may read back wrong until a rebuild \
+         rewrites them (everything else is intact): {}",
+        e.reason,
+        e.missing,
+        ranges.len(),
+        ranges.join("; ")
+    );
+}
+
+/// What the superblocks on `a`'s candidate devices say about the array most of them belong to
+/// (its newest superblock), for an array that did not assemble; `None` when no candidate has
+/// a readable superblock.
+pub fn stored_array(a: &ArrayConfig, remembered: &[PathBuf]) -> Option<StoredArray> {
+    let mut found: Vec<(String, Superblock)> = Vec::new();
+    for p in a.members.iter().chain(&a.spares).chain(remembered) {
+        if found.iter().any(|(n, _)| Path::new(n) == p) {
+            continue;
+        }
+        let Ok(m) = open_member(p, None) else {
+            continue;
+        };
+        if let Probe::Superblock(sb) = probe(&*m) {
+            found.push((p.display().to_string(), *sb));
+        }
+    }
+    let mut counts: Vec<(raidline_raid::Uuid, usize)> = Vec::new();
+    for (_, sb) in &found {
+        match counts.iter_mut().find(|(u, _)| *u == sb.array_uuid) {
+            Some((_, c)) => *c += 1,
+            None => counts.push((sb.array_uuid, 1)),
+        }
+    }
+    let uuid = counts.iter().max_by_key(|(_, c)| *c)?.0;
+    let mine: Vec<&(String, Superblock)> = found
+        .iter()
+        .filter(|(_, sb)| sb.array_uuid == uuid)
+        .collect();
+    let newest = &mine.iter().max_by_key(|(_, sb)| sb.events)?.1;
+    let geometry = raidline_raid::Geometry::new(
+        newest.members,
+        newest.chunk,
+        newest.block,
+        newest.member_data_bytes,
+    )
+    .ok()?;
+    let roles = (0..newest.members)
+        .map(|r| {
+            let holder = newest.role_uuids.get(r).and_then(|u| {
+                mine.iter()
+                    .find(|(_, sb)| sb.member_uuid == *u)
+                    .map(|(n, _)| n.clone())
+            });
+            let state = newest
+                .role_states
+                .get(r)
+                .copied()
+                .unwrap_or(SlotState::Failed);
+            (holder, state)
+        })
+        .collect();
+    Some(StoredArray {
+        uuid,
+        geometry,
+        roles,
+        write_hole_policy: if newest.ppl_always {
+            WriteHolePolicy::Always
+        } else {
+            WriteHolePolicy::Degraded
+        },
+        write_hole_protection: !newest.ppl_off,
+    })
+}
+
 /// Builds the target specification from a configuration: brings up the arrays, opens the
 /// file namespaces, derives stable identifiers.
+///
+/// An array the RAID engine refuses to assemble ([`ServiceError::Array`]) does not fail the
+/// whole: it goes to [`TargetSpec::refused`] with the reason, and its namespaces are served
+/// inactive (identifiers and size from its superblocks) until `raidline array start`; a
+/// namespace of a refused array whose superblocks are all unreadable is left out (logged).
+/// Every other error (a member that cannot be opened, an unreadable superblock area, a
+/// namespace naming an unknown array) still fails.
 pub fn build_spec(config: &Config) -> Result<TargetSpec, ServiceError> {
     let mut spec = TargetSpec::new(config.limits);
     spec.listen = config.listen.clone();
@@ -218,6 +414,7 @@ pub fn build_spec(config: &Config) -> Result<TargetSpec, ServiceError> {
         spec.cc = Some(cc);
     }
     let mut arrays = Vec::new();
+    let mut refused: Vec<RefusedArray> = Vec::new();
     for a in &config.arrays {
         let file = crate::remember::file_for(&config.state_dir, &a.name);
         let remembered = crate::remember::load(&file).unwrap_or_else(|e| {
@@ -228,8 +425,26 @@ pub fn build_spec(config: &Config) -> Result<TargetSpec, ServiceError> {
             );
             Vec::new()
         });
-        let array = bring_up_array(a, &remembered)?;
-        arrays.push((a.name.clone(), array, u64::from(a.rebuild_mb_s) << 20));
+        let rate = u64::from(a.rebuild_mb_s) << 20;
+        match bring_up_array(a, &remembered) {
+            Ok(array) => arrays.push((a.name.clone(), array, rate)),
+            Err(ServiceError::Array { source, .. }) => {
+                let reason = source.to_string();
+                tracing::error!(
+                    "array {}: not started: {reason}; the daemon serves everything else",
+                    a.name
+                );
+                let stored = stored_array(a, &remembered);
+                refused.push(RefusedArray {
+                    name: a.name.clone(),
+                    slot: Arc::new(ArraySlot::waiting(stored.as_ref().map(|s| s.geometry))),
+                    refusal: Refusal { reason, stored },
+                    config: a.clone(),
+                    rebuild_bytes_per_sec: rate,
+                });
+            }
+            Err(e) => return Err(e),
+        }
     }
     for s in &config.subsystems {
         let mut namespaces = Vec::new();
@@ -237,18 +452,36 @@ pub fn build_spec(config: &Config) -> Result<TargetSpec, ServiceError> {
         for n in &s.namespaces {
             let (backend, array_name, ids) = match &n.backing {
                 Backing::Array(name) => {
-                    let Some((_, array, _)) = arrays.iter().find(|(a, _, _)| a == name) else {
+                    if let Some((_, array, _)) = arrays.iter().find(|(a, _, _)| a == name) {
+                        serial_key = array.uuid().0.to_vec();
+                        (
+                            Backend::Array(array.clone()),
+                            Some(name.clone()),
+                            identity::for_array(array.uuid().0, n.nsid),
+                        )
+                    } else if let Some(r) = refused.iter().find(|r| &r.name == name) {
+                        let Some(stored) = &r.refusal.stored else {
+                            tracing::error!(
+                                "subsystem {}: namespace {} left out: its array {name} did not \
+                                 start and no member has a readable superblock to give its \
+                                 identifiers and size (restart the daemon once it assembles)",
+                                s.nqn,
+                                n.nsid
+                            );
+                            continue;
+                        };
+                        serial_key = stored.uuid.0.to_vec();
+                        (
+                            Backend::Pending(r.slot.clone()),
+                            Some(name.clone()),
+                            identity::for_array(stored.uuid.0, n.nsid),
+                        )
+                    } else {
                         return Err(ServiceError::Config(format!(
                             "subsystem {}: namespace {} names unknown array {name}",
                             s.nqn, n.nsid
                         )));
-                    };
-                    serial_key = array.uuid().0.to_vec();
-                    (
-                        Backend::Array(array.clone()),
-                        Some(name.clone()),
-                        identity::for_array(array.uuid().0, n.nsid),
-                    )
+                    }
                 }
                 Backing::File { path, create_size } => {
                     let m = open(path, *create_size)?;
@@ -259,6 +492,11 @@ pub fn build_spec(config: &Config) -> Result<TargetSpec, ServiceError> {
             };
             let block = u64::from(DEFAULT_BLOCK_SIZE);
             let preferred = (backend.preferred_write_bytes() / block).max(1);
+            // A namespace of an array that is not running is inactive until it runs.
+            let active = crate::subsystem::NsActive::default();
+            if matches!(backend, Backend::Pending(_)) {
+                active.set(false);
+            }
             namespaces.push(NamespaceSpec {
                 info: NamespaceInfo {
                     nsid: n.nsid,
@@ -267,7 +505,7 @@ pub fn build_spec(config: &Config) -> Result<TargetSpec, ServiceError> {
                     ids,
                     preferred_write_blocks: preferred.min(u64::from(u16::MAX)) as u32,
                     deallocate: true,
-                    active: Default::default(),
+                    active,
                 },
                 backend,
                 array: array_name,
@@ -292,6 +530,7 @@ pub fn build_spec(config: &Config) -> Result<TargetSpec, ServiceError> {
         });
     }
     spec.arrays = arrays;
+    spec.refused = refused;
     Ok(spec)
 }
 
@@ -312,6 +551,18 @@ impl Api {
             .iter()
             .find(|a| a.name == name)
             .ok_or_else(|| format!("no array named {name}"))
+    }
+
+    /// The running array `name`; a refused one is refused with its reason.
+    fn running(&self, name: &str) -> Result<&Arc<Array>, String> {
+        let a = self.array(name)?;
+        a.array().ok_or_else(|| {
+            let why = a.refusal().map(|r| r.reason).unwrap_or_default();
+            format!(
+                "array {name} is not running (refused at start: {why}); see raidline status, \
+                 and start it with raidline array start {name}"
+            )
+        })
     }
 
     /// The Prometheus exposition of everything.
@@ -345,7 +596,9 @@ impl Management for Api {
             .arrays
             .iter()
             .map(|a| {
-                let arr = &a.array;
+                let Some(arr) = a.array() else {
+                    return refused_status(a);
+                };
                 let geo = arr.geometry();
                 let stripe = geo.stripe_data_blocks() * geo.block_bytes() as u64;
                 let states = arr.member_states();
@@ -400,6 +653,11 @@ impl Management for Api {
                         .map(|p| progress(&p, stripe)),
                     parity_engine: arr.parity_engine().name().into(),
                     write_hole_protection: arr.write_hole_protected(),
+                    write_hole_policy: arr.write_hole_policy().as_str().into(),
+                    refused: None,
+                    exposure: arr
+                        .exposure()
+                        .map(|e| exposure_status(&e, geo.block_bytes() as u64)),
                 }
             })
             .collect();
@@ -427,7 +685,7 @@ impl Management for Api {
                     .map(|n| NamespaceStatus {
                         nsid: n.info.nsid,
                         backing: match &n.backend {
-                            Backend::Array(_) => {
+                            Backend::Array(_) | Backend::Pending(_) => {
                                 format!("array {}", n.array.clone().unwrap_or_default())
                             }
                             Backend::File(m) => format!("file {}", m.name()),
@@ -499,15 +757,13 @@ impl Management for Api {
     }
 
     fn array_fail(&self, array: &str, member: &str) -> Result<String, String> {
-        let a = self.array(array)?;
+        let a = self.running(array)?;
         let role = a
-            .array
             .member_names()
             .iter()
             .position(|n| n.as_deref() == Some(member))
             .ok_or_else(|| format!("{member} is not an active member of {array}"))?;
-        a.array
-            .set_faulty(raidline_raid::MemberIdx(role))
+        a.set_faulty(raidline_raid::MemberIdx(role))
             .map_err(|e| e.to_string())?;
         tracing::warn!(
             "array {array}: member {member} (role {role}) marked failed by the operator"
@@ -516,9 +772,9 @@ impl Management for Api {
     }
 
     fn array_add_spare(&self, array: &str, path: &str) -> Result<String, String> {
-        let a = self.array(array)?;
+        let a = self.running(array)?;
         let m = open_member(Path::new(path), None).map_err(|e| format!("{path}: {e}"))?;
-        a.array.add_spare(m).map_err(|e| e.to_string())?;
+        a.add_spare(m).map_err(|e| e.to_string())?;
         tracing::info!("array {array}: {path} added as a spare");
         Ok(format!("{path} added to {array}"))
     }
@@ -526,16 +782,16 @@ impl Management for Api {
     fn array_replace(&self, array: &str, old: &str, new: &str) -> Result<String, String> {
         // Copy before fail (md's `--replace`): NEW is filled while OLD keeps serving its role,
         // so the array stays redundant; OLD is retired only once NEW holds every stripe.
-        let a = self.array(array)?;
-        let role = a.array.role_of(old).ok_or_else(|| {
-            let names: Vec<String> = a.array.member_names().into_iter().flatten().collect();
+        let a = self.running(array)?;
+        let role = a.role_of(old).ok_or_else(|| {
+            let names: Vec<String> = a.member_names().into_iter().flatten().collect();
             format!(
                 "{old} is not a member of {array} (members: {})",
                 names.join(", ")
             )
         })?;
         let m = open_member(Path::new(new), None).map_err(|e| format!("{new}: {e}"))?;
-        a.array.replace(role, m).map_err(|e| e.to_string())?;
+        a.replace(role, m).map_err(|e| e.to_string())?;
         tracing::info!(
             "array {array}: replacing {old} (role {}) with {new}; {old} keeps serving until the copy ends",
             role.0
@@ -561,9 +817,156 @@ impl Management for Api {
     }
 
     fn array_scrub(&self, array: &str) -> Result<String, String> {
+        self.running(array)?;
         let a = self.array(array)?;
         a.scrub_requested.store(true, Ordering::Release);
         Ok(format!("scrub of {array} requested"))
+    }
+
+    fn array_start(&self, name: &str, accept_dirty_degraded: bool) -> Result<String, String> {
+        let a = self.array(name)?;
+        let _one_at_a_time = a.starting.lock().unwrap_or_else(|p| p.into_inner());
+        if a.array().is_some() {
+            let state = self
+                .status()
+                .arrays
+                .into_iter()
+                .find(|s| s.name == name)
+                .map_or_else(String::new, |s| s.state);
+            return Err(format!(
+                "array {name} is already running ({state}); there is nothing to start"
+            ));
+        }
+        let Some(config) = &a.config else {
+            return Err(format!(
+                "array {name} has no configuration to assemble it from"
+            ));
+        };
+        let remembered = match &a.state_file {
+            Some(f) => crate::remember::load(f).unwrap_or_else(|e| {
+                tracing::warn!(
+                    "array {name}: cannot read {}: {e}; assembling from the configured paths only",
+                    f.display()
+                );
+                Vec::new()
+            }),
+            None => Vec::new(),
+        };
+        let before = a.refusal();
+        let options = AssembleOptions {
+            // The array the namespaces were sized and named from, never another one.
+            expect: before
+                .as_ref()
+                .and_then(|r| r.stored.as_ref())
+                .map(|s| s.uuid),
+            start_dirty_degraded: accept_dirty_degraded,
+        };
+        tracing::info!(
+            "array {name}: start requested by the operator{}",
+            if accept_dirty_degraded {
+                ", accepting an unclean degraded stop that no log covers"
+            } else {
+                ""
+            }
+        );
+        let array = match bring_up_array_with(config, &remembered, &options) {
+            Ok(array) => array,
+            Err(e) => {
+                let reason = match e {
+                    ServiceError::Array { source, .. } => source.to_string(),
+                    other => other.to_string(),
+                };
+                tracing::warn!("array {name}: still not started: {reason}");
+                let mut r = a.refused.lock().unwrap_or_else(|p| p.into_inner());
+                let stored = r.as_ref().and_then(|r| r.stored.clone());
+                *r = Some(Refusal {
+                    reason: reason.clone(),
+                    stored,
+                });
+                return Err(format!("array {name} did not start: {reason}"));
+            }
+        };
+        let exposure = array.exposure();
+        let missing = array.degraded_roles();
+        let lines = self
+            .shared
+            .attach_array(a, array)
+            .map_err(|(why, _array)| {
+                tracing::error!("{why}");
+                why
+            })?;
+        tracing::info!("array {name}: started by the operator; served from now on");
+        let mut msg = format!("array {name} started");
+        if !missing.is_empty() {
+            msg.push_str(&format!(", degraded (role(s) {missing:?} missing)"));
+        }
+        if let Some(e) = exposure {
+            msg.push_str(&format!(
+                "; WRITE HOLE EXPOSED ({}): the missing member's data in {} range(s) may read \
+                 back wrong until a rebuild rewrites them (raidline status lists them)",
+                e.reason,
+                e.blocks.len()
+            ));
+        }
+        if lines.is_empty() {
+            // Its namespaces were left out at start-up (no superblock gave their identifiers).
+            msg.push_str("; no namespace serves it until the daemon restarts");
+        }
+        for l in lines {
+            msg.push_str("; ");
+            msg.push_str(&l);
+        }
+        Ok(msg)
+    }
+}
+
+/// The status of an array that is not running: what the refusal and its superblocks say.
+fn refused_status(a: &ArrayEntry) -> ArrayStatus {
+    let refusal = a.refusal();
+    let stored = refusal.as_ref().and_then(|r| r.stored.as_ref());
+    let policy = stored
+        .map(|s| s.write_hole_policy)
+        .or(a.config.as_ref().map(|c| c.write_hole))
+        .unwrap_or_default();
+    ArrayStatus {
+        name: a.name.clone(),
+        uuid: stored.map_or_else(String::new, |s| s.uuid.to_string()),
+        state: "refused".into(),
+        capacity_bytes: stored.map_or(0, |s| s.geometry.capacity_bytes()),
+        chunk_bytes: stored.map_or_else(
+            || a.config.as_ref().map_or(0, |c| c.chunk_bytes),
+            |s| s.geometry.chunk_bytes() as u32,
+        ),
+        members: stored
+            .map(|s| {
+                s.roles
+                    .iter()
+                    .enumerate()
+                    .map(|(role, (path, st))| MemberStatus {
+                        role: role as u32,
+                        path: path.clone().unwrap_or_else(|| "(missing)".into()),
+                        state: match (path, st) {
+                            (None, _) => "missing".into(),
+                            (Some(_), SlotState::Active) => "active".into(),
+                            (Some(_), SlotState::Failed) => "failed".into(),
+                            (Some(_), SlotState::Rebuilding) => "rebuilding".into(),
+                        },
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        spares: Vec::new(),
+        rebuild: None,
+        scrub: None,
+        parity_engine: String::new(),
+        write_hole_protection: stored.is_some_and(|s| s.write_hole_protection),
+        write_hole_policy: policy.as_str().into(),
+        refused: Some(
+            refusal
+                .map(|r| r.reason)
+                .unwrap_or_else(|| "not running".into()),
+        ),
+        exposure: None,
     }
 }
 
@@ -647,10 +1050,26 @@ pub fn run(config: Config, config_path: &Path) -> i32 {
         None => None,
     };
     let listening: Vec<String> = target.local_addrs().iter().map(|a| a.to_string()).collect();
-    if let Some(n) = &notifier {
-        let _ = n.ready(&format!("serving on {}", listening.join(", ")));
+    // An array that did not assemble does not keep the daemon from serving the rest: it is
+    // ready, and says which arrays wait for `raidline array start`.
+    let refused: Vec<String> = target
+        .shared()
+        .arrays
+        .iter()
+        .filter(|a| a.array().is_none())
+        .map(|a| a.name.clone())
+        .collect();
+    let mut serving = format!("serving on {}", listening.join(", "));
+    if !refused.is_empty() {
+        serving.push_str(&format!(
+            "; array(s) {} NOT STARTED (raidline status)",
+            refused.join(", ")
+        ));
     }
-    tracing::info!("ready: serving on {}", listening.join(", "));
+    if let Some(n) = &notifier {
+        let _ = n.ready(&serving);
+    }
+    tracing::info!("ready: {serving}");
     let tick = notifier
         .as_ref()
         .and_then(|n| n.watchdog_interval())

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use raidline_raid::WriteHolePolicy;
 use raidline_target::config::{ArrayConfig, ParityChoice};
 use raidline_target::service::bring_up_array;
 
@@ -29,6 +30,7 @@ fn config(members: Vec<PathBuf>) -> ArrayConfig {
         parity: ParityChoice::Cpu,
         rebuild_mb_s: 100,
         assume_clean: true,
+        write_hole: WriteHolePolicy::Degraded,
     }
 }
 
@@ -60,5 +62,40 @@ fn a_missing_member_is_an_error_not_a_new_array() {
     files.push(dir.join("does-not-exist.img"));
     let err = bring_up_array(&config(files), &[]).unwrap_err();
     assert!(err.to_string().contains("does-not-exist"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn the_configured_write_hole_policy_wins_at_every_start() {
+    let (dir, files) = scratch("policy", 4, 64 << 20);
+    let mut cfg = config(files);
+    cfg.write_hole = WriteHolePolicy::Always;
+    // Created with it.
+    let a = bring_up_array(&cfg, &[]).unwrap();
+    assert_eq!(a.write_hole_policy(), WriteHolePolicy::Always);
+    a.stop().unwrap();
+    drop(a);
+    // The superblocks keep it: assembled under the same configuration, unchanged.
+    let a = bring_up_array(&cfg, &[]).unwrap();
+    assert_eq!(a.write_hole_policy(), WriteHolePolicy::Always);
+    a.stop().unwrap();
+    drop(a);
+    // The configuration changed: it replaces the recorded policy, and that is kept.
+    cfg.write_hole = WriteHolePolicy::Degraded;
+    let a = bring_up_array(&cfg, &[]).unwrap();
+    assert_eq!(a.write_hole_policy(), WriteHolePolicy::Degraded);
+    a.stop().unwrap();
+    drop(a);
+    let asm = raidline_raid::Array::assemble(
+        cfg.members
+            .iter()
+            .map(|p| raidline_target::daemon::open_member(p, None).unwrap())
+            .collect(),
+        None,
+        std::sync::Arc::new(raidline_raid::CpuXor::detect()),
+    )
+    .unwrap();
+    assert_eq!(asm.array.write_hole_policy(), WriteHolePolicy::Degraded);
+    asm.array.stop().unwrap();
     let _ = std::fs::remove_dir_all(dir);
 }

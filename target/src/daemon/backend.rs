@@ -19,6 +19,7 @@ use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use super::ArraySlot;
 use raidline_raid::{
     Array, BufferArena, Completion, Executor, FileMember, Member, MemberError, MemberOp, RaidError,
     RaidQueue, Request, RequestKind, SyncExecutor, UringExecutor,
@@ -34,6 +35,10 @@ pub enum Backend {
     /// A null device of this many bytes: every request succeeds at once, reads return whatever
     /// the buffer held, writes are dropped. For measuring the target's own cost per I/O.
     Null(u64),
+    /// A RAID-5 array that did not assemble at start-up (its namespace starts inactive and
+    /// serves nothing) until `raidline array start` puts it in the slot; sized from the
+    /// layout its superblocks record.
+    Pending(Arc<ArraySlot>),
 }
 
 impl Backend {
@@ -43,6 +48,7 @@ impl Backend {
             Backend::Array(a) => a.geometry().capacity_bytes(),
             Backend::File(m) => m.size_bytes(),
             Backend::Null(bytes) => *bytes,
+            Backend::Pending(slot) => slot.geometry().map_or(0, |g| g.capacity_bytes()),
         }
     }
 
@@ -52,6 +58,9 @@ impl Backend {
             Backend::Array(a) => {
                 a.geometry().stripe_data_blocks() * a.geometry().block_bytes() as u64
             }
+            Backend::Pending(slot) => slot
+                .geometry()
+                .map_or(0, |g| g.stripe_data_blocks() * g.block_bytes() as u64),
             Backend::File(_) | Backend::Null(_) => 0,
         }
     }
@@ -113,6 +122,19 @@ pub(crate) enum NsQueue {
     File(FileQueue),
     /// Completions of a null namespace, ready at the next poll.
     Null(Vec<Completion>),
+    /// A namespace of an array that is not running yet; becomes [`NsQueue::Array`] at the
+    /// first poll or submit after the array was put in its slot.
+    Pending(PendingQueue),
+}
+
+/// What it takes to start a poller's queue to an array that starts later.
+pub(crate) struct PendingQueue {
+    slot: Arc<ArraySlot>,
+    workers: usize,
+    arenas: Vec<Arc<BufferArena>>,
+    notify: Arc<dyn Fn() + Send + Sync>,
+    /// Starting the queue failed once (logged); it is not tried again.
+    gave_up: bool,
 }
 
 impl NsQueue {
@@ -136,11 +158,52 @@ impl NsQueue {
             }
             Backend::File(m) => Ok(NsQueue::File(FileQueue::new(m.clone(), workers, notify)?)),
             Backend::Null(_) => Ok(NsQueue::Null(Vec::new())),
+            Backend::Pending(slot) => {
+                let mut q = NsQueue::Pending(PendingQueue {
+                    slot: slot.clone(),
+                    workers,
+                    arenas,
+                    notify,
+                    gave_up: false,
+                });
+                q.attach();
+                Ok(q)
+            }
+        }
+    }
+
+    /// A pending queue whose array now runs becomes that array's queue. Cheap otherwise (one
+    /// atomic load), so pollers call it at every pass.
+    fn attach(&mut self) {
+        let NsQueue::Pending(p) = self else { return };
+        if p.gave_up {
+            return;
+        }
+        let Some(array) = p.slot.get() else { return };
+        let arenas = p.arenas.clone();
+        match RaidQueue::with_notify(
+            array.clone(),
+            p.workers,
+            move || Ok(AnyExecutor::best(&arenas)),
+            p.notify.clone(),
+        ) {
+            Ok(q) => *self = NsQueue::Array(q),
+            Err(e) => {
+                tracing::error!(
+                    "cannot start the storage workers of a just-started array: {e}; its \
+                     namespace answers Namespace Not Ready on this poller until a restart"
+                );
+                p.gave_up = true;
+            }
         }
     }
 
     pub(crate) fn submit(&mut self, req: Request) -> Result<(), Request> {
+        self.attach();
         match self {
+            // Not reached through validation (the namespace is inactive until its array runs);
+            // the poller answers Namespace Not Ready.
+            NsQueue::Pending(_) => Err(req),
             NsQueue::Array(q) => q.submit(req),
             NsQueue::File(q) => q.submit(req),
             NsQueue::Null(done) => {
@@ -155,7 +218,9 @@ impl NsQueue {
     }
 
     pub(crate) fn poll(&mut self, out: &mut Vec<Completion>) -> usize {
+        self.attach();
         match self {
+            NsQueue::Pending(_) => 0,
             NsQueue::Array(q) => q.poll(out),
             NsQueue::File(q) => q.poll(out),
             NsQueue::Null(done) => {

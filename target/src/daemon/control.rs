@@ -80,7 +80,7 @@ impl<F: Fabric> Control<F> {
         let degraded = shared
             .arrays
             .iter()
-            .map(|a| a.array.degraded_roles().len())
+            .map(|a| a.array().map_or(0, |arr| arr.degraded_roles().len()))
             .collect();
         Control {
             waker,
@@ -436,7 +436,10 @@ impl<F: Fabric> Control<F> {
     /// whose number of missing members changed, and keeps their critical warning bit current.
     fn health(&mut self) {
         for (i, a) in self.shared.arrays.iter().enumerate() {
-            let now = a.array.degraded_roles().len();
+            // A refused array counts as whole until it runs: once started, its missing
+            // members show here as a change.
+            let Some(array) = a.array() else { continue };
+            let now = array.degraded_roles().len();
             if now == self.degraded[i] {
                 continue;
             }

@@ -4,8 +4,11 @@
 //! code serves soft-RoCE/verbs in the daemon and the in-memory fabric in the tests.
 //!
 //! Shared state is small and off the I/O path: the registry and the controller table behind
-//! locks taken on connect, disconnect and keep-alive checks; namespaces and arrays are
-//! immutable after start. Pollers own their queues outright.
+//! locks taken on connect, disconnect and keep-alive checks; the namespace and array tables
+//! are fixed after start. An array that did not assemble at start-up ([`RefusedArray`]) has an
+//! empty [`ArraySlot`] and inactive namespaces until `raidline array start` sets the slot
+//! ([`Shared::attach_array`]); a slot is set once and never emptied. Pollers own their queues
+//! outright.
 //!
 //! Shutdown ([`Target::shutdown`]): stop accepting connections, let every poller finish the
 //! commands it has started (new capsules are left unanswered, so hosts retry them after
@@ -17,6 +20,7 @@ pub mod pacing;
 mod poller;
 mod pool;
 mod queue;
+mod slot;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -29,10 +33,11 @@ use std::time::{Duration, Instant};
 use raidline_fabric::{ConnId, ConnectionManager, Fabric, FabricError};
 use raidline_proto::aen::{AsyncEvent, NoticeEvent};
 use raidline_proto::text::Nqn;
-use raidline_raid::{Array, Throttle};
+use raidline_raid::{Array, BufferArena, Throttle};
 
 pub use backend::{open_member, AnyExecutor, Backend, BufferedFile};
 pub use pacing::{CcSpec, CcState, QueueStats};
+pub use slot::{ArraySlot, Refusal, RefusedArray, StoredArray};
 
 use crate::config::PollMode;
 use crate::controller::Controller;
@@ -57,13 +62,19 @@ pub struct NsEntry {
     pub metrics: NamespaceMetrics,
 }
 
-/// A running array.
+/// A configured array: running, or refused at start-up until `raidline array start`.
 #[derive(Debug)]
 pub struct ArrayEntry {
     /// Configured name.
     pub name: String,
-    /// The array.
-    pub array: Arc<Array>,
+    /// The array once it runs (see [`ArrayEntry::array`]).
+    pub slot: Arc<ArraySlot>,
+    /// Why it is not running (`None` once it runs).
+    pub refused: Mutex<Option<Refusal>>,
+    /// Its configuration, where the daemon has one (to assemble a refused array again).
+    pub config: Option<crate::config::ArrayConfig>,
+    /// Held while `raidline array start` assembles it (one start at a time).
+    pub starting: Mutex<()>,
     /// Rebuild/resync/scrub throttle, bytes per second.
     pub rebuild_bytes_per_sec: u64,
     /// A scrub was asked for (management socket).
@@ -79,19 +90,40 @@ pub struct ArrayEntry {
 }
 
 impl ArrayEntry {
-    /// The array's member and spare paths now, members in role order.
+    /// The running array; `None` while it is refused (not assembled).
+    pub fn array(&self) -> Option<&Arc<Array>> {
+        self.slot.get()
+    }
+
+    /// Why it is not running; `None` once it runs.
+    pub fn refusal(&self) -> Option<Refusal> {
+        self.refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The array's member and spare paths now, members in role order (empty while it is
+    /// not running).
     pub fn device_paths(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.array.member_names().into_iter().flatten().collect();
-        if let Some(r) = self.array.replace_status() {
+        let Some(array) = self.array() else {
+            return Vec::new();
+        };
+        let mut v: Vec<String> = array.member_names().into_iter().flatten().collect();
+        if let Some(r) = array.replace_status() {
             v.push(r.new);
         }
-        v.extend(self.array.spare_names());
+        v.extend(array.spare_names());
         v
     }
 
     /// Rewrites the remembered members when they differ from `last` (updated on success).
+    /// Nothing while the array is not running: what is remembered stays as it was.
     pub fn remember(&self, last: &mut Vec<String>) {
         let Some(file) = &self.state_file else { return };
+        if self.array().is_none() {
+            return;
+        }
         let now = self.device_paths();
         if now == *last {
             return;
@@ -177,6 +209,9 @@ pub struct Shared {
     pub(crate) wake_control: Notifier,
     /// Wake each poller (after an admin event was posted to a controller).
     pub(crate) poller_wakers: Mutex<Vec<Notifier>>,
+    /// Every poller's pool arenas (registered with the parity engine of an array that starts
+    /// after the pollers did).
+    pub(crate) pool_arenas: Mutex<Vec<Arc<BufferArena>>>,
 }
 
 /// Wakes a thread sleeping on a [`backend::Waker`].
@@ -235,25 +270,132 @@ impl Shared {
                 }
             ));
         };
+        if let (true, Backend::Pending(slot)) = (active, &ns.backend) {
+            if slot.get().is_none() {
+                let array = ns.array.as_deref().unwrap_or("?");
+                return Err(format!(
+                    "namespace {nsid} of {subnqn} is backed by array {array}, which is not \
+                     running (see raidline status); start it with raidline array start {array}"
+                ));
+            }
+        }
         if ns.info.active.set(active) == active {
             return Ok(format!("namespace {nsid} of {subnqn} is already {what}"));
         }
-        let notice = AsyncEvent::notice(NoticeEvent::NS_ATTRIBUTE_CHANGED);
-        let mut told = 0usize;
-        let ctrls = self.controllers.lock().unwrap_or_else(|p| p.into_inner());
-        for e in ctrls.values().filter(|e| e.subnqn == subnqn) {
-            let mut c = e.ctrl.lock().unwrap_or_else(|p| p.into_inner());
-            c.post_event(notice, &[nsid]);
-            told += 1;
-        }
-        drop(ctrls);
-        self.wake_pollers();
+        let told = self.announce_ns_change(subnqn, &[nsid]);
         tracing::info!(
             "namespace {nsid} of {subnqn} {what} by the operator; {told} controller(s) sent a namespace-change notice"
         );
         Ok(format!(
             "namespace {nsid} of {subnqn} {what}; {told} controller(s) notified"
         ))
+    }
+
+    /// Posts a Namespace Attribute Changed notice naming `nsids` to every controller of
+    /// `subnqn` and wakes the pollers (so parked Asynchronous Event Requests complete now);
+    /// returns how many controllers were told.
+    fn announce_ns_change(&self, subnqn: &str, nsids: &[u32]) -> usize {
+        let notice = AsyncEvent::notice(NoticeEvent::NS_ATTRIBUTE_CHANGED);
+        let mut told = 0usize;
+        let ctrls = self.controllers.lock().unwrap_or_else(|p| p.into_inner());
+        for e in ctrls.values().filter(|e| e.subnqn == subnqn) {
+            let mut c = e.ctrl.lock().unwrap_or_else(|p| p.into_inner());
+            c.post_event(notice, nsids);
+            told += 1;
+        }
+        drop(ctrls);
+        self.wake_pollers();
+        told
+    }
+
+    /// Puts `array`, just assembled by the operator's `raidline array start`, in the slot of
+    /// the refused array `entry`: its parity engine gets the pools' memory, the refusal is
+    /// cleared, its namespaces become active and every controller of their subsystems gets a
+    /// namespace-change notice (as `raidline ns enable` does). From then on the pollers serve
+    /// it (each starts its queue to the array at its next pass) and its maintenance thread
+    /// runs it like any other array. Returns one line per subsystem told.
+    ///
+    /// Refused (and `array` is handed back, not stopped: its superblocks keep saying what they
+    /// said) when the slot is already set or `array`'s layout is not the one the namespaces
+    /// were sized from.
+    pub fn attach_array(
+        &self,
+        entry: &ArrayEntry,
+        array: Arc<Array>,
+    ) -> Result<Vec<String>, (String, Arc<Array>)> {
+        if let Some(want) = entry.slot.geometry() {
+            let got = array.geometry();
+            if want.capacity_bytes() != got.capacity_bytes()
+                || want.stripe_data_blocks() != got.stripe_data_blocks()
+            {
+                return Err((
+                    format!(
+                        "array {} assembled with capacity {} B, {} data blocks per stripe; its \
+                         namespaces were configured from superblocks saying {} B, {}: not \
+                         attached (restart the daemon to serve it)",
+                        entry.name,
+                        got.capacity_bytes(),
+                        got.stripe_data_blocks(),
+                        want.capacity_bytes(),
+                        want.stripe_data_blocks()
+                    ),
+                    array,
+                ));
+            }
+        }
+        let engine = array.parity_engine();
+        if let Err(e) = engine.register_memory(array.scratch_arena()) {
+            tracing::warn!(
+                "array {}: parity engine cannot map its scratch memory: {e}",
+                entry.name
+            );
+        }
+        for arena in self
+            .pool_arenas
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            if let Err(e) = engine.register_memory(arena) {
+                tracing::warn!(
+                    "array {}: parity engine cannot map the pool: {e}",
+                    entry.name
+                );
+            }
+        }
+        if let Err(array) = entry.slot.set(array) {
+            return Err((format!("array {} is already running", entry.name), array));
+        }
+        *entry.refused.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        let mut changed: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+        for n in &self.namespaces {
+            if let Backend::Pending(slot) = &n.backend {
+                if Arc::ptr_eq(slot, &entry.slot) {
+                    n.info.active.set(true);
+                    changed
+                        .entry(n.subnqn.to_string())
+                        .or_default()
+                        .push(n.info.nsid);
+                }
+            }
+        }
+        let mut lines = Vec::new();
+        for (subnqn, nsids) in changed {
+            let told = self.announce_ns_change(&subnqn, &nsids);
+            tracing::info!(
+                "array {}: namespace(s) {nsids:?} of {subnqn} active; {told} controller(s) sent a namespace-change notice",
+                entry.name
+            );
+            lines.push(format!(
+                "namespace(s) {} of {subnqn} active, {told} controller(s) notified",
+                nsids
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        Ok(lines)
     }
 }
 
@@ -307,6 +449,9 @@ pub struct TargetSpec {
     pub subsystems: Vec<SubsystemSpec>,
     /// Arrays (the namespaces refer to them by name).
     pub arrays: Vec<(String, Arc<Array>, u64)>,
+    /// Configured arrays that did not assemble: served once `raidline array start` assembles
+    /// them (their namespaces use [`Backend::Pending`] and start inactive).
+    pub refused: Vec<RefusedArray>,
     /// Per-QP pacing of I/O queues; `None`: not paced (the default here; the daemon takes it
     /// from the configuration's `[cc]`).
     pub cc: Option<CcSpec>,
@@ -330,6 +475,7 @@ impl TargetSpec {
             pool_large: (16, limits.max_transfer as usize),
             subsystems: Vec::new(),
             arrays: Vec::new(),
+            refused: Vec::new(),
             cc: None,
             state_dir: None,
             bitmap_aging: BITMAP_AGING,
@@ -409,25 +555,43 @@ impl Target {
             }
             subsystems.push(sub);
         }
-        let arrays: Vec<Arc<ArrayEntry>> = spec
-            .arrays
-            .into_iter()
-            .map(|(name, array, rate)| {
-                Arc::new(ArrayEntry {
-                    state_file: spec
-                        .state_dir
-                        .as_deref()
-                        .map(|d| crate::remember::file_for(d, &name)),
-                    bitmap_aging: spec.bitmap_aging,
-                    name,
-                    array,
-                    rebuild_bytes_per_sec: rate,
-                    scrub_requested: AtomicBool::new(false),
-                    scrub: Mutex::new(None),
-                    resync: Mutex::new(None),
-                })
+        let entry = |name: String, slot, refused, config, rate| {
+            Arc::new(ArrayEntry {
+                state_file: spec
+                    .state_dir
+                    .as_deref()
+                    .map(|d| crate::remember::file_for(d, &name)),
+                bitmap_aging: spec.bitmap_aging,
+                name,
+                slot,
+                refused: Mutex::new(refused),
+                config,
+                starting: Mutex::new(()),
+                rebuild_bytes_per_sec: rate,
+                scrub_requested: AtomicBool::new(false),
+                scrub: Mutex::new(None),
+                resync: Mutex::new(None),
             })
-            .collect();
+        };
+        let mut arrays: Vec<Arc<ArrayEntry>> = Vec::new();
+        for (name, array, rate) in spec.arrays {
+            let slot = Arc::new(ArraySlot::running(array));
+            arrays.push(entry(name, slot, None, None, rate));
+        }
+        for r in spec.refused {
+            tracing::warn!(
+                "array {}: not running; its namespaces are inactive until `raidline array start {}`",
+                r.name,
+                r.name
+            );
+            arrays.push(entry(
+                r.name,
+                r.slot,
+                Some(r.refusal),
+                Some(r.config),
+                r.rebuild_bytes_per_sec,
+            ));
+        }
         let ports = bound
             .iter()
             .enumerate()
@@ -455,10 +619,12 @@ impl Target {
             to_control,
             wake_control: control_waker.notifier(),
             poller_wakers: Mutex::new(Vec::new()),
+            pool_arenas: Mutex::new(Vec::new()),
         });
         for a in &shared.arrays {
-            let scratch = a.array.scratch_arena().clone();
-            if let Err(e) = a.array.parity_engine().register_memory(&scratch) {
+            let Some(array) = a.array() else { continue };
+            let scratch = array.scratch_arena().clone();
+            if let Err(e) = array.parity_engine().register_memory(&scratch) {
                 tracing::warn!(
                     "array {}: parity engine cannot map its scratch memory: {e}",
                     a.name
@@ -472,11 +638,17 @@ impl Target {
             let cq = fabric.create_cq(cq_depth.min(fabric.attrs().max_cqe.max(256)))?;
             let pool = pool::Pool::new(&*fabric, &pd, spec.pool_small, spec.pool_large)?;
             let arenas = pool.arenas();
+            shared
+                .pool_arenas
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(arenas.iter().cloned());
             // Parity engines that compute in place (the GPU's mapped host memory) need the
             // pool's memory registered; CPU engines ignore this.
             for a in &shared.arrays {
+                let Some(array) = a.array() else { continue };
                 for arena in &arenas {
-                    if let Err(e) = a.array.parity_engine().register_memory(arena) {
+                    if let Err(e) = array.parity_engine().register_memory(arena) {
                         tracing::warn!("array {}: parity engine cannot map the pool: {e}", a.name);
                     }
                 }
@@ -560,7 +732,11 @@ impl Target {
         self.stop_threads();
         let mut errors = Vec::new();
         for a in &self.shared.arrays {
-            match a.array.stop() {
+            let Some(array) = a.array() else {
+                tracing::info!("array {}: was not running; left as it is", a.name);
+                continue;
+            };
+            match array.stop() {
                 Ok(()) => tracing::info!("array {}: stopped clean", a.name),
                 Err(e) => {
                     tracing::error!("array {}: stop failed: {e}", a.name);
@@ -605,7 +781,8 @@ impl Drop for Target {
 pub const BITMAP_AGING: Duration = Duration::from_secs(5);
 
 /// Per-array background work: resync after an unclean stop, rebuild onto a spare, scrub on
-/// request, each throttled, in small steps so a shutdown never waits long.
+/// request, each throttled, in small steps so a shutdown never waits long. A refused array's
+/// thread waits until the array is started.
 fn maintain(a: &ArrayEntry, shared: &Shared) {
     let mut exec = AnyExecutor::best(&[]);
     let mut throttle = Throttle::new(Some(a.rebuild_bytes_per_sec.max(1 << 20)));
@@ -613,32 +790,37 @@ fn maintain(a: &ArrayEntry, shared: &Shared) {
     let mut remembered = Vec::new();
     let mut aged = Instant::now();
     while !shared.stopping.load(Ordering::Acquire) {
+        // A refused array has nothing to maintain until `raidline array start` assembles it.
+        let Some(array) = a.array() else {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        };
         a.remember(&mut remembered);
         // md's bitmap daemon: every 5 s a region not written for a whole period loses its
         // write-intent bit, so an unclean stop resyncs what was written lately, not everything
         // written since the start.
         if aged.elapsed() >= a.bitmap_aging {
             aged = Instant::now();
-            match a.array.age_bitmap() {
+            match array.age_bitmap() {
                 Ok(0) => {}
                 Ok(n) => tracing::debug!("array {}: {n} idle bitmap region(s) cleared", a.name),
                 Err(e) => tracing::warn!("array {}: bitmap aging failed: {e}", a.name),
             }
         }
-        let step = if a.array.resync_pending() {
-            a.array.resync_step(&mut exec, 16).map(|p| {
+        let step = if array.resync_pending() {
+            array.resync_step(&mut exec, 16).map(|p| {
                 *a.resync.lock().unwrap_or_else(|e| e.into_inner()) = p.filter(|p| !p.finished);
                 if p.is_some_and(|p| p.finished) {
                     tracing::info!("array {}: resync finished", a.name);
                 }
                 p.is_some()
             })
-        } else if a.array.rebuild_progress().is_some_and(|p| !p.finished) {
-            let replacing = a.array.replace_status();
-            a.array.rebuild_step(&mut exec, 16).map(|p| {
+        } else if array.rebuild_progress().is_some_and(|p| !p.finished) {
+            let replacing = array.replace_status();
+            array.rebuild_step(&mut exec, 16).map(|p| {
                 if let Some(p) = p {
                     match (&replacing, p.finished) {
-                        (Some(r), true) if a.array.replace_status().is_none() => {
+                        (Some(r), true) if array.replace_status().is_none() => {
                             tracing::info!(
                                 "array {}: replace finished: {} holds role {} (was {})",
                                 a.name,
@@ -658,7 +840,7 @@ fn maintain(a: &ArrayEntry, shared: &Shared) {
                 tracing::info!("array {}: scrub started", a.name);
             }
             scrubbing = true;
-            a.array.scrub_step(&mut exec, 16, true).map(|p| {
+            array.scrub_step(&mut exec, 16, true).map(|p| {
                 *a.scrub.lock().unwrap_or_else(|e| e.into_inner()) = (!p.finished).then_some(p);
                 if p.finished {
                     scrubbing = false;
@@ -676,7 +858,7 @@ fn maintain(a: &ArrayEntry, shared: &Shared) {
         match step {
             Ok(true) => {
                 let bytes =
-                    16 * (a.array.geometry().chunk_bytes() * a.array.geometry().members()) as u64;
+                    16 * (array.geometry().chunk_bytes() * array.geometry().members()) as u64;
                 let wait = throttle.account(bytes, Instant::now());
                 std::thread::sleep(wait);
             }

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use render::render_status;
+pub use render::{exposed_ranges_text, render_status};
 pub use server::{call, MgmtServer};
 
 /// The longest request line the server reads, newline excluded.
@@ -29,14 +29,17 @@ pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
 /// How long the server waits for a client's complete request line.
 pub const CLIENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// The array states [`ArrayStatus::state`] takes.
-pub const ARRAY_STATES: [&str; 6] = [
+/// The array states [`ArrayStatus::state`] takes. `refused`: the array did not assemble at
+/// start-up and serves nothing until `raidline array start` ([`ArrayStatus::refused`] says
+/// why).
+pub const ARRAY_STATES: [&str; 7] = [
     "clean",
     "degraded",
     "rebuilding",
     "replacing",
     "resyncing",
     "failed",
+    "refused",
 ];
 
 /// Everything `raidline status` shows.
@@ -81,6 +84,39 @@ pub struct ArrayStatus {
     pub parity_engine: String,
     /// Whether the partial-parity log closes the write hole.
     pub write_hole_protection: bool,
+    /// The write-hole policy: "degraded" (log writes only while a member is missing) or
+    /// "always".
+    #[serde(default = "degraded")]
+    pub write_hole_policy: String,
+    /// Why the array is not running (state "refused"): the engine's refusal at assembly.
+    #[serde(default)]
+    pub refused: Option<String>,
+    /// The array was started over an unclean stop that no log covered
+    /// (`raidline array start --accept-dirty-degraded`): where data may read back wrong,
+    /// until a rebuild has rewritten those stripes.
+    #[serde(default)]
+    pub exposure: Option<ExposureStatus>,
+}
+
+/// Regions of an array started over an uncovered unclean degraded stop whose parity may be
+/// torn: the missing member's data there may read back wrong.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExposureStatus {
+    /// Why the log did not cover the stop.
+    pub reason: String,
+    /// The roles that were missing when it started.
+    pub missing: Vec<u32>,
+    /// The ranges, in bytes of the array (= of its namespace).
+    pub ranges: Vec<ByteRange>,
+}
+
+/// A range of bytes, `start` included, `end` excluded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ByteRange {
+    /// First byte.
+    pub start: u64,
+    /// One past the last byte.
+    pub end: u64,
 }
 
 /// One member slot of an array.
@@ -196,6 +232,10 @@ fn yes() -> bool {
     true
 }
 
+fn degraded() -> String {
+    "degraded".into()
+}
+
 /// serde_json writes a non-finite float as `null`; read it back as NaN.
 fn f64_or_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
@@ -234,6 +274,15 @@ pub enum Request {
     ArrayScrub {
         /// Array name.
         array: String,
+    },
+    /// Assemble an array that did not start (state "refused") and serve its namespaces.
+    ArrayStart {
+        /// Array name.
+        array: String,
+        /// Start even over an unclean stop with a member missing that no log covers: the
+        /// missing member's data in the regions written at the time may read back wrong.
+        #[serde(default)]
+        accept_dirty_degraded: bool,
     },
     /// Set a congestion-control parameter on every queue pair.
     CcSet {
@@ -303,6 +352,9 @@ pub trait Management: Send + Sync + 'static {
     fn array_replace(&self, array: &str, old: &str, new: &str) -> Result<String, String>;
     /// Starts a scrub of `array`.
     fn array_scrub(&self, array: &str) -> Result<String, String>;
+    /// Assembles `array`, which did not start, and serves its namespaces; with
+    /// `accept_dirty_degraded` even over an unclean stop no log covers. Refused when it runs.
+    fn array_start(&self, array: &str, accept_dirty_degraded: bool) -> Result<String, String>;
     /// Sets congestion-control parameter `param` to `value` on every queue pair.
     fn cc_set(&self, param: &str, value: f64) -> Result<String, String>;
     /// The algorithm and its parameters (values, ranges, meanings) as text.
@@ -325,6 +377,10 @@ pub fn dispatch(api: &dyn Management, req: &Request) -> Response {
         Request::ArrayAddSpare { array, path } => api.array_add_spare(array, path),
         Request::ArrayReplace { array, old, new } => api.array_replace(array, old, new),
         Request::ArrayScrub { array } => api.array_scrub(array),
+        Request::ArrayStart {
+            array,
+            accept_dirty_degraded,
+        } => api.array_start(array, *accept_dirty_degraded),
         Request::CcSet { param, value } => api.cc_set(param, *value),
         Request::CcShow => api.cc_show(),
         Request::NsEnable { subsystem, nsid } => api.ns_set_active(subsystem, *nsid, true),

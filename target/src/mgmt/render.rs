@@ -6,7 +6,17 @@
 
 use std::fmt::Write as _;
 
-use super::{ArrayStatus, ControllerStatus, Progress, StatusReport, SubsystemStatus};
+use super::{
+    ArrayStatus, ByteRange, ControllerStatus, ExposureStatus, Progress, StatusReport,
+    SubsystemStatus,
+};
+
+/// Exposed ranges `raidline status` lists before it says how many more there are (the JSON
+/// report has them all).
+const EXPOSED_RANGES_SHOWN: usize = 16;
+
+/// Logical block size the LBAs of exposed ranges are counted in (the namespaces' block size).
+const LBA_BYTES: u64 = crate::subsystem::DEFAULT_BLOCK_SIZE as u64;
 
 /// Renders `r` for a terminal.
 pub fn render_status(r: &StatusReport) -> String {
@@ -35,15 +45,41 @@ pub fn render_status(r: &StatusReport) -> String {
 }
 
 fn array(out: &mut String, a: &ArrayStatus) {
-    let _ = writeln!(out, "  {} [{}]  uuid {}", a.name, a.state, a.uuid);
+    let exposed = if a.exposure.is_some() {
+        ", EXPOSED"
+    } else {
+        ""
+    };
+    let uuid = if a.uuid.is_empty() {
+        "unknown"
+    } else {
+        &a.uuid
+    };
+    let _ = writeln!(out, "  {} [{}{exposed}]  uuid {uuid}", a.name, a.state);
+    if let Some(why) = &a.refused {
+        let _ = writeln!(out, "    refused at start: {why}");
+        let _ = writeln!(
+            out,
+            "    not running: its namespaces serve no I/O until `raidline array start {}` assembles it",
+            a.name
+        );
+    }
     let _ = writeln!(
         out,
-        "    capacity {}, chunk {}, parity {}, write-hole protection {}",
+        "    capacity {}, chunk {}, parity {}, write-hole protection {}, write hole: {}",
         bytes(a.capacity_bytes),
         bytes(u64::from(a.chunk_bytes)),
-        a.parity_engine,
-        if a.write_hole_protection { "on" } else { "off" }
+        if a.parity_engine.is_empty() {
+            "-"
+        } else {
+            &a.parity_engine
+        },
+        if a.write_hole_protection { "on" } else { "off" },
+        a.write_hole_policy
     );
+    if let Some(e) = &a.exposure {
+        exposure(out, e);
+    }
     let mut rows = vec![row(["role", "state", "device"])];
     for m in &a.members {
         let path = if m.path.is_empty() { "-" } else { &m.path };
@@ -66,6 +102,49 @@ fn array(out: &mut String, a: &ArrayStatus) {
             let _ = writeln!(out, "    {what}: {}", progress(p));
         }
     }
+}
+
+fn exposure(out: &mut String, e: &ExposureStatus) {
+    let missing: Vec<String> = e.missing.iter().map(u32::to_string).collect();
+    let _ = writeln!(
+        out,
+        "    WRITE HOLE EXPOSED: started over an unclean stop with role(s) {} missing that no log \
+         covered ({}); the missing member's data in {} range(s) may read back wrong until a \
+         rebuild rewrites them:",
+        missing.join(", "),
+        e.reason,
+        e.ranges.len()
+    );
+    for line in exposed_ranges_text(&e.ranges, EXPOSED_RANGES_SHOWN) {
+        let _ = writeln!(out, "      {line}");
+    }
+}
+
+/// The ranges one per line as bytes and as LBAs of the namespace's 4 KiB blocks ("bytes
+/// 0..4194304 (4.00 MiB), LBA 0..1024"), at most `max` of them, then a line saying how many
+/// more there are.
+pub fn exposed_ranges_text(ranges: &[ByteRange], max: usize) -> Vec<String> {
+    let mut lines: Vec<String> = ranges
+        .iter()
+        .take(max)
+        .map(|r| {
+            format!(
+                "bytes {}..{} ({}), LBA {}..{}",
+                r.start,
+                r.end,
+                bytes(r.end.saturating_sub(r.start)),
+                r.start / LBA_BYTES,
+                r.end.div_ceil(LBA_BYTES)
+            )
+        })
+        .collect();
+    if ranges.len() > max {
+        lines.push(format!(
+            "… and {} more (raidline status --json lists them all)",
+            ranges.len() - max
+        ));
+    }
+    lines
 }
 
 fn subsystem(out: &mut String, s: &SubsystemStatus) {
@@ -92,7 +171,8 @@ fn subsystem(out: &mut String, s: &SubsystemStatus) {
             if n.active {
                 n.backing.clone()
             } else {
-                format!("{} (disabled)", n.backing)
+                // Disabled by the operator, or its array is not running (see the array).
+                format!("{} (inactive)", n.backing)
             },
             n.block_size.to_string(),
             bytes(n.blocks.saturating_mul(u64::from(n.block_size))),

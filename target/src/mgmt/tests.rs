@@ -69,6 +69,12 @@ impl Management for Fake {
     fn array_scrub(&self, array: &str) -> Result<String, String> {
         self.check(array, format!("scrub of {array} started"))
     }
+    fn array_start(&self, array: &str, accept_dirty_degraded: bool) -> Result<String, String> {
+        self.check(
+            array,
+            format!("started {array} (accept dirty degraded: {accept_dirty_degraded})"),
+        )
+    }
     fn cc_set(&self, param: &str, value: f64) -> Result<String, String> {
         self.log.lock().unwrap().push(format!("cc {param}"));
         if param == "rate_mbps" {
@@ -131,6 +137,9 @@ pub(crate) fn sample() -> StatusReport {
             scrub: None,
             parity_engine: "cpu-avx2".into(),
             write_hole_protection: true,
+            write_hole_policy: "degraded".into(),
+            refused: None,
+            exposure: None,
         }],
         subsystems: vec![SubsystemStatus {
             nqn: "nqn.2026-11.io.raidline:array0".into(),
@@ -244,6 +253,13 @@ fn every_request_round_trips() {
             "fixed rate_mbps: 1000 -> 1600",
         ),
         (Request::CcShow, "algorithm: fixed"),
+        (
+            Request::ArrayStart {
+                array: "array0".into(),
+                accept_dirty_degraded: true,
+            },
+            "started array0 (accept dirty degraded: true)",
+        ),
     ];
     for (req, want) in &cases {
         let r = call(&dir.sock(), req, T).unwrap();
@@ -266,7 +282,7 @@ fn every_request_round_trips() {
     .unwrap();
     assert!(!r.ok);
     assert_eq!(r.message, "no array named nope");
-    assert_eq!(fake.log.lock().unwrap().len(), 6);
+    assert_eq!(fake.log.lock().unwrap().len(), 7);
     let r = call(
         &dir.sock(),
         &Request::CcSet {
@@ -302,6 +318,29 @@ fn wire_format_is_tagged_json() {
         .unwrap(),
         r#"{"op":"cc-set","param":"rate_mbps","value":200.5}"#
     );
+    assert_eq!(
+        serde_json::to_string(&Request::ArrayStart {
+            array: "a".into(),
+            accept_dirty_degraded: true
+        })
+        .unwrap(),
+        r#"{"op":"array-start","array":"a","accept_dirty_degraded":true}"#
+    );
+    // Without the flag: a plain retry of the assembly.
+    assert_eq!(
+        serde_json::from_str::<Request>(r#"{"op":"array-start","array":"a"}"#).unwrap(),
+        Request::ArrayStart {
+            array: "a".into(),
+            accept_dirty_degraded: false
+        }
+    );
+    // A report from a daemon that predates the write-hole fields still reads.
+    let mut old = serde_json::to_value(sample()).unwrap();
+    for k in ["write_hole_policy", "refused", "exposure"] {
+        old["arrays"][0].as_object_mut().unwrap().remove(k);
+    }
+    let back: StatusReport = serde_json::from_value(old).unwrap();
+    assert_eq!(back, sample());
     // Unknown fields are refused, not ignored.
     assert!(serde_json::from_str::<Request>(r#"{"op":"array-scrub","array":"a","x":1}"#).is_err());
     // A NaN RTT travels as null and comes back as NaN.
@@ -492,7 +531,8 @@ fn rendered_status_names_the_key_fields() {
         "raidline 0.1.0, up 01:02:03",
         "listening on 0.0.0.0:4420",
         "array0 [rebuilding]  uuid 3f1c2a44-9b2e-4c1d-8a55-0e6b7c9d1f20",
-        "capacity 3.00 TiB, chunk 64.00 KiB, parity cpu-avx2, write-hole protection on",
+        "capacity 3.00 TiB, chunk 64.00 KiB, parity cpu-avx2, write-hole protection on, \
+         write hole: degraded",
         "role  state       device",
         "1     rebuilding  /dev/nvme4n1",
         "spares: none",
@@ -509,4 +549,89 @@ fn rendered_status_names_the_key_fields() {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
     assert!(!text.contains("scrub:"));
+}
+
+/// A refused array (with what its superblocks say) and an array started over an exposed stop.
+pub(crate) fn refused_and_exposed() -> StatusReport {
+    let mut r = sample();
+    let mut refused = r.arrays[0].clone();
+    refused.name = "array1".into();
+    refused.state = "refused".into();
+    refused.refused = Some(
+        "unclean stop and role(s) [1] missing with no log covering it (the log was switched off)"
+            .into(),
+    );
+    refused.members[1] = MemberStatus {
+        role: 1,
+        path: "(missing)".into(),
+        state: "missing".into(),
+    };
+    refused.rebuild = None;
+    refused.parity_engine = String::new();
+    refused.write_hole_policy = "always".into();
+    let exposed = &mut r.arrays[0];
+    exposed.state = "degraded".into();
+    exposed.rebuild = None;
+    exposed.exposure = Some(ExposureStatus {
+        reason: "the log was switched off".into(),
+        missing: vec![1],
+        ranges: (0..20)
+            .map(|i| ByteRange {
+                start: i * (128 << 20),
+                end: i * (128 << 20) + (64 << 20),
+            })
+            .collect(),
+    });
+    r.arrays.push(refused);
+    r.subsystems[0].namespaces.push(NamespaceStatus {
+        nsid: 2,
+        backing: "array array1".into(),
+        block_size: 4096,
+        blocks: 1 << 20,
+        active: false,
+        read_ops: 0,
+        write_ops: 0,
+        read_bytes: 0,
+        write_bytes: 0,
+    });
+    r
+}
+
+#[test]
+fn rendered_status_shows_refused_and_exposed_arrays() {
+    let text = render_status(&refused_and_exposed());
+    for want in [
+        "array0 [degraded, EXPOSED]  uuid 3f1c2a44-9b2e-4c1d-8a55-0e6b7c9d1f20",
+        "    WRITE HOLE EXPOSED: started over an unclean stop with role(s) 1 missing that no log \
+         covered (the log was switched off); the missing member's data in 20 range(s) may read \
+         back wrong until a rebuild rewrites them:",
+        "      bytes 0..67108864 (64.00 MiB), LBA 0..16384\n",
+        "      bytes 134217728..201326592 (64.00 MiB), LBA 32768..49152\n",
+        "      … and 4 more (raidline status --json lists them all)\n",
+        "array1 [refused]  uuid 3f1c2a44",
+        "    refused at start: unclean stop and role(s) [1] missing with no log covering it (the \
+         log was switched off)\n",
+        "    not running: its namespaces serve no I/O until `raidline array start array1` \
+         assembles it\n",
+        "capacity 3.00 TiB, chunk 64.00 KiB, parity -, write-hole protection on, write hole: \
+         always\n",
+        "1     missing  (missing)",
+        "2     array array1 (inactive)  4096",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    // The 16th range is listed, the 17th is not.
+    assert!(text.contains("LBA 491520..507904\n"), "{text}");
+    assert!(!text.contains("LBA 524288..540672"), "{text}");
+    // The JSON report carries every range, and reads back.
+    let json = serde_json::to_string(&refused_and_exposed()).unwrap();
+    assert!(json.contains(r#""state":"refused""#), "{json}");
+    assert!(
+        json.contains(r#""start":2550136832,"end":2617245696"#),
+        "{json}"
+    );
+    let back: StatusReport = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, refused_and_exposed());
+    // A healthy array has no exposure line.
+    assert!(!render_status(&sample()).contains("EXPOSED"));
 }
