@@ -136,7 +136,7 @@ lab_log "namespace change: ns disable → the host drops $dev; ns enable → it 
 rl cli ns disable "$nqn" 1
 for _ in $(seq 300); do [ -b "$dev" ] || break; sleep 0.1; done
 [ -b "$dev" ] && lab_fail "the host still has $dev 30 s after ns disable (no namespace-change notice?)"
-rl status | grep -q "(disabled)" || lab_fail "status does not show the namespace disabled"
+rl status | grep -q "(inactive)" || lab_fail "status does not show the namespace inactive"
 lab_log "host dropped $dev: $(dmesg | grep -E 'rescanning|nvme' | tail -n 2 | tr '\n' ' ')"
 rl cli ns enable "$nqn" 1
 dev=$(lab_nvme_dev "$nqn" 30)
