@@ -134,6 +134,10 @@ pub enum MemberError {
         /// Byte offset.
         offset: u64,
     },
+    /// The operation cannot go the way it was asked (e.g. a member without a descriptor for
+    /// a poller's ring); nothing was done, the caller takes another way.
+    #[error("not supported here: {0}")]
+    Unsupported(&'static str),
     /// Opening the member failed.
     #[error("{member}: cannot open: {source}")]
     Open {

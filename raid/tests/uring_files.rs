@@ -553,3 +553,97 @@ fn degraded_logged_writes_on_write_through_file_members() {
     assert!(back[..] == model[..], "read back after replay differs");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `Array::direct_reads` through a poller's `OwnedRing` reads what `Array::read` reads, over
+/// every request shape (within a chunk, across chunks and stripes); a request touching a
+/// missing member's chunk is refused (`None`: the engine must reconstruct it) while one that
+/// avoids it still goes direct.
+#[test]
+fn direct_reads_on_an_owned_ring_match_the_engine() {
+    let dir = match test_dir("direct") {
+        Ok(d) => d,
+        Err(why) => return eprintln!("SKIP direct_reads_on_an_owned_ring_match_the_engine: {why}"),
+    };
+    let members = match make_files(&dir, 4, 4 * MIB) {
+        Ok(m) => m,
+        Err(why) => return eprintln!("SKIP direct_reads_on_an_owned_ring_match_the_engine: {why}"),
+    };
+    let mut ring = match raidline_raid::OwnedRing::new(32) {
+        Ok(r) => r,
+        Err(e) => return eprintln!("SKIP direct_reads_on_an_owned_ring_match_the_engine: {e}"),
+    };
+    let cfg = ArrayConfig {
+        chunk: ChunkSize::new(16 * 1024).unwrap(),
+        assume_clean: true,
+        ..ArrayConfig::default()
+    };
+    let array = Array::create(members, vec![], &cfg, Arc::new(CpuXor::detect())).unwrap();
+    let cap = array.geometry().capacity_bytes() as usize;
+    let mut fill = BufferArena::with_buffers(1, cap, 4096)
+        .unwrap()
+        .pop()
+        .unwrap();
+    pattern(11, &mut fill);
+    array
+        .write(&mut SyncExecutor, ArrayBlock(0), &fill)
+        .unwrap();
+    let mut bufs = BufferArena::with_buffers(1, 256 * 1024, 4096).unwrap();
+    ring.register_arenas(&[bufs[0].arena().clone()]).unwrap();
+    let mut buf = bufs.pop();
+    let read_direct = |ring: &mut raidline_raid::OwnedRing,
+                       buf: &mut Option<raidline_raid::IoBuf>,
+                       at: u64,
+                       blocks: u64|
+     -> Option<Vec<u8>> {
+        let reads = array.direct_reads(ArrayBlock(at), blocks).unwrap()?;
+        let segs = reads
+            .into_iter()
+            .map(|d| raidline_raid::RingSeg {
+                member: d.member,
+                kind: raidline_raid::RingOpKind::Read,
+                offset: d.offset,
+                range: d.range,
+            })
+            .collect();
+        ring.submit(raidline_raid::RingRequest {
+            tag: at,
+            buf: buf.take(),
+            segs,
+        })
+        .unwrap();
+        let mut out = Vec::new();
+        let t0 = std::time::Instant::now();
+        while out.is_empty() {
+            ring.pump(&mut out).unwrap();
+            assert!(t0.elapsed().as_secs() < 10);
+        }
+        let c = out.pop().unwrap();
+        assert!(c.result.is_ok(), "{:?}", c.result);
+        *buf = c.buf;
+        Some(buf.as_ref().unwrap()[..blocks as usize * 4096].to_vec())
+    };
+    // Within a chunk, across chunks, across stripes (12 data blocks per stripe).
+    for (at, blocks) in [(0, 1), (3, 2), (2, 7), (10, 5), (11, 30), (40, 64)] {
+        let got = read_direct(&mut ring, &mut buf, at, blocks).unwrap();
+        let want = &fill[at as usize * 4096..(at + blocks) as usize * 4096];
+        assert!(got == want, "direct read at {at} x {blocks} differs");
+    }
+    // Role 1 missing: a request on its chunk must take the engine's path, others still go
+    // direct.
+    array.set_faulty(raidline_raid::MemberIdx(1)).unwrap();
+    let geo = *array.geometry();
+    let on_missing = (0..geo.capacity_blocks())
+        .find(|&b| geo.locate(ArrayBlock(b)).unwrap().member.0 == 1)
+        .unwrap();
+    let elsewhere = (0..geo.capacity_blocks())
+        .find(|&b| geo.locate(ArrayBlock(b)).unwrap().member.0 != 1)
+        .unwrap();
+    assert!(array
+        .direct_reads(ArrayBlock(on_missing), 1)
+        .unwrap()
+        .is_none());
+    let got = read_direct(&mut ring, &mut buf, elsewhere, 1).unwrap();
+    assert!(got == fill[elsewhere as usize * 4096..][..4096]);
+    array.stop().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

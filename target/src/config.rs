@@ -62,6 +62,20 @@ pub enum PollMode {
     Event,
 }
 
+/// Where a poller's storage requests run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum IoPath {
+    /// On the poller's own io_uring, polled in its loop with no thread hop: reads, writes and
+    /// flushes of file namespaces, and array reads that need no reconstruction. Array writes,
+    /// degraded reads and flushes still go to the storage workers (for now).
+    #[default]
+    Ring,
+    /// Every request on the namespace's storage worker threads (the earlier path; kept for
+    /// comparison and for kernels without io_uring, where `ring` falls back to it by itself).
+    Workers,
+}
+
 /// Which engine computes parity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
@@ -101,6 +115,8 @@ struct RawTarget {
     storage_workers: Spanned<u32>,
     #[serde(default)]
     poll_mode: PollMode,
+    #[serde(default)]
+    io_path: IoPath,
     #[serde(default = "default_socket")]
     management_socket: PathBuf,
     #[serde(default = "default_state_dir")]
@@ -118,6 +134,7 @@ impl Default for RawTarget {
             cores: default_cores(),
             storage_workers: default_storage_workers(),
             poll_mode: PollMode::default(),
+            io_path: IoPath::default(),
             management_socket: default_socket(),
             state_dir: default_state_dir(),
             rdma_device: None,
@@ -238,6 +255,8 @@ pub struct Config {
     pub storage_workers: u32,
     /// How pollers wait.
     pub poll_mode: PollMode,
+    /// Where pollers run storage requests.
+    pub io_path: IoPath,
     /// Management socket path.
     pub management_socket: PathBuf,
     /// Where the daemon remembers each array's current members (see [`crate::remember`]).
@@ -566,6 +585,7 @@ impl Config {
             cores,
             storage_workers,
             poll_mode: t.poll_mode,
+            io_path: t.io_path,
             management_socket: t.management_socket.clone(),
             state_dir: t.state_dir.clone(),
             rdma_device: t.rdma_device.clone(),

@@ -131,6 +131,10 @@ pub struct DataPathMetrics {
     /// Payload bytes copied between the wire and the drives. The zero-copy data path keeps this
     /// at 0; any code path that must copy payload adds to it, so tests can assert the claim.
     pub payload_bytes_copied: AtomicU64,
+    /// Storage requests served on a poller's own io_uring (no thread hop).
+    pub ring_requests: AtomicU64,
+    /// Storage requests handed to storage worker threads.
+    pub worker_requests: AtomicU64,
 }
 
 /// Gauges of one array at scrape time.
@@ -361,6 +365,22 @@ pub fn render_all(
         "raidline_payload_bytes_copied_total",
         &[],
         load(&data_path.payload_bytes_copied),
+    );
+
+    w.family(
+        "raidline_storage_requests_total",
+        "counter",
+        "Storage requests by where they ran: the poller's own io_uring, or worker threads.",
+    );
+    w.sample(
+        "raidline_storage_requests_total",
+        &[("path", "ring")],
+        load(&data_path.ring_requests),
+    );
+    w.sample(
+        "raidline_storage_requests_total",
+        &[("path", "workers")],
+        load(&data_path.worker_requests),
     );
 
     render_arrays(&mut w, &snapshot.arrays);

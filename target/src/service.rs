@@ -404,6 +404,7 @@ pub fn build_spec(config: &Config) -> Result<TargetSpec, ServiceError> {
     spec.poll_mode = config.poll_mode;
     spec.state_dir = Some(config.state_dir.clone());
     spec.workers_per_namespace = config.storage_workers as usize;
+    spec.io_path = config.io_path;
     if config.cc.algorithm != PACING_OFF {
         let cc = CcSpec {
             algorithm: config.cc.algorithm.clone(),

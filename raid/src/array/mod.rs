@@ -43,6 +43,7 @@ use crate::superblock::{
 use crate::sys::buf::{BufferArena, IoBuf};
 
 pub use assemble::{AssembleOptions, Assembled};
+pub use read::DirectRead;
 pub use replace::ReplaceStatus;
 pub use sync::{SyncKind, SyncProgress, Throttle};
 

@@ -6,16 +6,31 @@
 //! member), so a read returns the right bytes or an error — never unreconstructed data.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use crate::error::{MemberError, RaidError};
 use crate::geometry::{ArrayBlock, MemberIdx, Segment};
 use crate::io::{Executor, MemberOp};
+use crate::member::Member;
 
 use super::{Array, View};
 
 enum Outcome {
     Done,
     Retry,
+}
+
+/// One member read of [`Array::direct_reads`].
+#[derive(Debug)]
+pub struct DirectRead {
+    /// The member's role.
+    pub role: MemberIdx,
+    /// The member.
+    pub member: Arc<dyn Member>,
+    /// Byte offset on the member.
+    pub offset: u64,
+    /// Where the bytes go in the caller's buffer.
+    pub range: std::ops::Range<usize>,
 }
 
 impl Array {
@@ -37,6 +52,46 @@ impl Array {
             }
         }
         Err(RaidError::State("read kept failing on changing members"))
+    }
+
+    /// The member reads that serve `blocks` blocks from `start` straight from the members,
+    /// with no lock and nothing to reconstruct, for a caller that issues them on its own ring
+    /// ([`crate::OwnedRing`]): `Ok(None)` when some block lies on a member that cannot serve
+    /// it now (missing, not rebuilt that far, the array stopped) or has no descriptor for
+    /// direct I/O (in-memory members) — then use [`Array::read`],
+    /// which reconstructs. Ranges are byte ranges of the caller's buffer. If one of these
+    /// reads fails, redo the request with [`Array::read`]: it marks the member failed and
+    /// reconstructs (a poller must not: that writes superblocks).
+    pub fn direct_reads(
+        &self,
+        start: ArrayBlock,
+        blocks: u64,
+    ) -> Result<Option<Vec<DirectRead>>, RaidError> {
+        let bs = self.geo.block_bytes();
+        let segs = self.geo.segments(start, blocks)?;
+        let Ok(view) = self.view() else {
+            return Ok(None);
+        };
+        let mut out = Vec::with_capacity(4);
+        let mut at = 0usize;
+        for seg in segs {
+            let role = seg.at.member.0;
+            let len = seg.blocks as usize * bs;
+            match &view.members[role] {
+                Some(m) if view.usable(role, seg.at.stripe) && m.direct_fd().is_some() => {
+                    out.push(DirectRead {
+                        role: seg.at.member,
+                        member: m.clone(),
+                        offset: self.member_offset(seg.at.member_block.0),
+                        range: at..at + len,
+                    })
+                }
+                _ => return Ok(None),
+            }
+            at += len;
+        }
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
+        Ok(Some(out))
     }
 
     /// Checks that a request buffer's address suits every member (O_DIRECT members need

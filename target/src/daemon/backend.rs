@@ -21,8 +21,9 @@ use std::thread::JoinHandle;
 
 use super::ArraySlot;
 use raidline_raid::{
-    Array, BufferArena, Completion, Executor, FileMember, Member, MemberError, MemberOp, RaidError,
-    RaidQueue, Request, RequestKind, SyncExecutor, UringExecutor,
+    Array, BufferArena, Completion, Executor, FileMember, Member, MemberError, MemberOp, OwnedRing,
+    RaidError, RaidQueue, Request, RequestKind, RingOpKind, RingRequest, RingSeg, SyncExecutor,
+    UringExecutor,
 };
 
 /// What stores a namespace.
@@ -112,6 +113,74 @@ impl Executor for AnyExecutor {
         match self {
             AnyExecutor::Uring(u) => u.execute_then(first, then),
             AnyExecutor::Sync(s) => s.execute_then(first, then),
+        }
+    }
+}
+
+/// Puts `req` on the poller's own ring instead of the storage workers when that path serves
+/// it: reads, writes and flushes of a file namespace whose device offers a descriptor, and
+/// array reads whose blocks all lie on members that can serve them (no reconstruction).
+/// Anything else is handed back, untouched, for the workers. The completion comes out of
+/// [`OwnedRing::pump`] with the request's tag and buffer.
+pub(crate) fn try_direct(
+    backend: &Backend,
+    mut req: Request,
+    ring: &mut OwnedRing,
+) -> Result<(), Request> {
+    let buf_ok = |req: &Request| req.buf.as_ref().is_some_and(|b| b.len() >= req.len);
+    let array = match backend {
+        Backend::Array(a) => Some(a),
+        Backend::Pending(slot) => slot.get(),
+        Backend::File(_) | Backend::Null(_) => None,
+    };
+    let segs = match (backend, req.kind) {
+        (Backend::File(m), RequestKind::Flush) => vec![RingSeg {
+            member: m.clone(),
+            kind: RingOpKind::Flush,
+            offset: 0,
+            range: 0..0,
+        }],
+        (Backend::File(m), kind) if buf_ok(&req) => vec![RingSeg {
+            member: m.clone(),
+            kind: if kind == RequestKind::Read {
+                RingOpKind::Read
+            } else {
+                RingOpKind::Write
+            },
+            offset: req.lba.0 * 4096,
+            range: 0..req.len,
+        }],
+        (_, RequestKind::Read) if buf_ok(&req) => {
+            let Some(a) = array else { return Err(req) };
+            let bs = a.geometry().block_bytes();
+            if req.len == 0 || req.len % bs != 0 {
+                return Err(req);
+            }
+            match a.direct_reads(req.lba, (req.len / bs) as u64) {
+                Ok(Some(reads)) => reads
+                    .into_iter()
+                    .map(|d| RingSeg {
+                        member: d.member,
+                        kind: RingOpKind::Read,
+                        offset: d.offset,
+                        range: d.range,
+                    })
+                    .collect(),
+                _ => return Err(req),
+            }
+        }
+        _ => return Err(req),
+    };
+    let direct = RingRequest {
+        tag: req.tag,
+        buf: req.buf.take(),
+        segs,
+    };
+    match ring.submit(direct) {
+        Ok(()) => Ok(()),
+        Err((back, _)) => {
+            req.buf = back.buf;
+            Err(req)
         }
     }
 }

@@ -441,6 +441,8 @@ pub struct TargetSpec {
     pub limits: Limits,
     /// Storage worker threads per namespace per poller.
     pub workers_per_namespace: usize,
+    /// Where pollers run storage requests.
+    pub io_path: crate::config::IoPath,
     /// Payload pool per poller: (count, bytes) of small buffers and of large buffers.
     pub pool_small: (usize, usize),
     /// Large buffers (max transfer size).
@@ -471,6 +473,7 @@ impl TargetSpec {
             poll_mode: PollMode::Adaptive,
             limits,
             workers_per_namespace: crate::config::DEFAULT_STORAGE_WORKERS as usize,
+            io_path: crate::config::IoPath::default(),
             pool_small: (256, 128 << 10),
             pool_large: (16, limits.max_transfer as usize),
             subsystems: Vec::new(),
@@ -663,6 +666,26 @@ impl Target {
                     waker.notifier(),
                 )?);
             }
+            let ring = match spec.io_path {
+                crate::config::IoPath::Workers => None,
+                crate::config::IoPath::Ring => match raidline_raid::OwnedRing::new(256) {
+                    Ok(mut r) => {
+                        if let Err(e) = r.register_arenas(&arenas) {
+                            tracing::warn!(
+                                "poller {id}: pool not registered with its io_uring ({e}); plain \
+                                 reads and writes"
+                            );
+                        }
+                        Some(r)
+                    }
+                    Err(e) => {
+                        tracing::warn!(
+                            "poller {id}: no io_uring ({e}); storage requests go to worker threads"
+                        );
+                        None
+                    }
+                },
+            };
             let (tx, rx) = channel();
             shared
                 .poller_wakers
@@ -680,6 +703,7 @@ impl Target {
                 pool,
                 nsq,
                 waker,
+                ring,
             };
             let p = poller::Poller::new(id, shared.clone(), io, spec.poll_mode);
             pollers.push(

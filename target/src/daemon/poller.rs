@@ -28,7 +28,10 @@ use raidline_fabric::{
 };
 use raidline_proto::fabrics::{ConnectData, ConnectResponse, InvalidParameterIn};
 use raidline_proto::{AdminOpcode, SglDescriptor, Sqe, Status, StatusCode};
-use raidline_raid::{ArrayBlock, Completion as Done, RaidError, Request, RequestKind};
+use raidline_raid::{
+    ArrayBlock, Completion as Done, MemberIdx, OwnedRing, RaidError, Request, RequestKind,
+    RingCompletion,
+};
 
 mod pace;
 
@@ -91,6 +94,9 @@ pub(crate) struct Poller<F: Fabric> {
     stash: Vec<Wc>,
     draining: bool,
     pace: pace::PollerPacing,
+    /// The poller's own io_uring (`io_path = "ring"` where the kernel has one).
+    ring: Option<OwnedRing>,
+    ring_done: Vec<RingCompletion>,
 }
 
 /// What a poller is built from: its completion queue and control channel, its payload pool,
@@ -101,6 +107,16 @@ pub(crate) struct PollerIo<F: Fabric> {
     pub pool: Pool<F>,
     pub nsq: Vec<NsQueue>,
     pub waker: Waker,
+    pub ring: Option<OwnedRing>,
+}
+
+/// A raw descriptor to wait on (the ring's eventfd, owned by the ring).
+struct RawFdRef(std::os::fd::RawFd);
+
+impl std::os::fd::AsRawFd for RawFdRef {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.0
+    }
 }
 
 impl<F: Fabric> Poller<F> {
@@ -121,6 +137,8 @@ impl<F: Fabric> Poller<F> {
             stash: Vec::new(),
             draining: false,
             pace: pace::PollerPacing::new(),
+            ring: io.ring,
+            ring_done: Vec::with_capacity(64),
         }
     }
 
@@ -226,7 +244,12 @@ impl<F: Fabric> Poller<F> {
                 // Storage completions and control messages come through the waker, admin
                 // events too (Shared::wake_pollers); paced work wakes at its due time.
                 let wait = due.map_or(IDLE_WAIT, |d| d.min(IDLE_WAIT));
-                let ready = wait_ready(&[&self.cq, &self.waker], wait).unwrap_or(0b11);
+                let ring_fd = RawFdRef(self.ring.as_ref().map_or(-1, |r| r.event_fd()));
+                let ready = if self.ring.is_some() {
+                    wait_ready(&[&self.cq, &self.waker, &ring_fd], wait).unwrap_or(0b111)
+                } else {
+                    wait_ready(&[&self.cq, &self.waker], wait).unwrap_or(0b11)
+                };
                 self.waker.awake();
                 // Only what became readable is read: each read is a system call.
                 if ready & 1 != 0 {
@@ -235,13 +258,30 @@ impl<F: Fabric> Poller<F> {
                 if ready & 2 != 0 {
                     self.waker.drain();
                 }
+                if ready & 4 != 0 {
+                    if let Some(r) = &self.ring {
+                        r.clear_event();
+                    }
+                }
             }
         }
     }
 
-    /// Collects and handles storage completions of every namespace queue; returns how many.
+    /// Collects and handles storage completions of the poller's ring and of every namespace
+    /// queue; returns how many.
     fn poll_storage(&mut self, done: &mut Vec<Done>) -> usize {
         let mut work = 0;
+        if let Some(ring) = self.ring.as_mut() {
+            let mut out = std::mem::take(&mut self.ring_done);
+            if let Err(e) = ring.pump(&mut out) {
+                tracing::error!("poller {}: io_uring: {e}", self.id);
+            }
+            work += out.len();
+            for c in out.drain(..) {
+                self.on_ring(c);
+            }
+            self.ring_done = out;
+        }
         for i in 0..self.nsq.len() {
             done.clear();
             work += self.nsq[i].poll(done);
@@ -1057,8 +1097,31 @@ impl<F: Fabric> Poller<F> {
                 return self.respond(q, req, st, 0);
             }
         };
+        // The poller's own ring first, where it serves the request (no thread hop).
+        let request = match self.ring.as_mut() {
+            Some(ring) => {
+                match super::backend::try_direct(&self.shared.namespaces[ns].backend, request, ring)
+                {
+                    Ok(()) => {
+                        self.shared
+                            .data_path
+                            .ring_requests
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        q.elsewhere += 1;
+                        self.inflight.insert(tag, (q.qp_num().0, req));
+                        return;
+                    }
+                    Err(back) => back,
+                }
+            }
+            None => request,
+        };
         match self.nsq[ns].submit(request) {
             Ok(()) => {
+                self.shared
+                    .data_path
+                    .worker_requests
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 q.elsewhere += 1;
                 self.inflight.insert(tag, (q.qp_num().0, req));
             }
@@ -1069,6 +1132,67 @@ impl<F: Fabric> Poller<F> {
                 self.respond(q, req, st, 0);
             }
         }
+    }
+
+    /// A request served on the poller's ring completed. A failed array read is redone by the
+    /// engine on the workers (it marks the member failed and reconstructs; the poller must not
+    /// write superblocks); a failed file operation is the request's error.
+    fn on_ring(&mut self, c: RingCompletion) {
+        let Err((_, error)) = c.result else {
+            return self.on_storage(Done {
+                tag: c.tag,
+                buf: c.buf,
+                result: Ok(()),
+            });
+        };
+        let redo = self
+            .inflight
+            .get(&c.tag)
+            .and_then(|(_, req)| match req.step {
+                Step::Read { ns, lba, len }
+                    if !matches!(
+                        self.shared.namespaces[ns].backend,
+                        super::backend::Backend::File(_)
+                    ) =>
+                {
+                    Some((ns, lba, len))
+                }
+                _ => None,
+            });
+        if let Some((ns, lba, len)) = redo {
+            tracing::debug!(
+                "poller {}: direct array read failed ({error}); the engine redoes it",
+                self.id
+            );
+            let request = Request {
+                tag: c.tag,
+                kind: RequestKind::Read,
+                lba: ArrayBlock(lba),
+                len,
+                buf: c.buf,
+            };
+            match self.nsq[ns].submit(request) {
+                Ok(()) => return,
+                Err(back) => {
+                    return self.on_storage(Done {
+                        tag: back.tag,
+                        buf: back.buf,
+                        result: Err(RaidError::Member {
+                            role: MemberIdx(0),
+                            source: error,
+                        }),
+                    })
+                }
+            }
+        }
+        self.on_storage(Done {
+            tag: c.tag,
+            buf: c.buf,
+            result: Err(RaidError::Member {
+                role: MemberIdx(0),
+                source: error,
+            }),
+        });
     }
 
     fn on_storage(&mut self, c: Done) {

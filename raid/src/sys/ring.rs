@@ -1,0 +1,691 @@
+//! A poller's own io_uring: completion-driven member I/O with owned buffers.
+//!
+//! [`UringExecutor`](super::uring::UringExecutor) runs a batch and returns when all of it
+//! completed: the calling thread waits. An [`OwnedRing`] never waits: a poller hands it
+//! [`RingRequest`]s (a buffer plus the member operations that fill or drain it), and every pass
+//! of its loop calls [`OwnedRing::pump`] once, which submits what was queued and reaps what
+//! completed in one `io_uring_enter` (none when there is nothing to submit: completions are
+//! read from the shared ring). A request comes back as one [`RingCompletion`] with its buffer
+//! when every operation of it completed. The ring's eventfd becomes readable at every
+//! completion, so an idle poller sleeps on it beside its RDMA completion channel.
+//!
+//! Invariants the `unsafe` code relies on:
+//! - **buffer lifetime**: the ring owns each request (and so its [`IoBuf`]) from
+//!   [`OwnedRing::submit`] until the completion of its last operation has been reaped; only
+//!   then is the buffer handed back. Dropping the ring waits for every submitted operation.
+//!   So the memory an SQE points to stays allocated while the kernel may use it, and no Rust
+//!   reference reads or writes it meanwhile (the request is not reachable from outside);
+//! - **registered memory**: [`OwnedRing::register_arenas`] keeps each arena's `Arc` until the
+//!   registration is replaced or the ring drops (`ring` is dropped before `arenas`); a fixed
+//!   operation is issued only when its whole range lies inside one registered region;
+//! - **fds**: an SQE uses the raw fd of a member whose `Arc` the request holds, so the file
+//!   stays open until the operation completed.
+
+#![allow(unsafe_code)]
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+
+use io_uring::{opcode, squeue, types, IoUring};
+
+use super::buf::{BufferArena, IoBuf};
+use crate::error::MemberError;
+use crate::member::{check_range, Member};
+
+/// What one operation does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RingOpKind {
+    /// Read into the range of the request's buffer.
+    Read,
+    /// Write the range of the request's buffer.
+    Write,
+    /// Flush the member's volatile write cache (`fdatasync`); no buffer.
+    Flush,
+}
+
+/// One member operation of a [`RingRequest`].
+pub struct RingSeg {
+    /// The member (it must offer [`Member::direct_fd`]).
+    pub member: Arc<dyn Member>,
+    /// What to do.
+    pub kind: RingOpKind,
+    /// Byte offset on the member.
+    pub offset: u64,
+    /// The part of the request's buffer (empty for a flush).
+    pub range: Range<usize>,
+}
+
+impl std::fmt::Debug for RingSeg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RingSeg")
+            .field("member", &self.member.name())
+            .field("kind", &self.kind)
+            .field("offset", &self.offset)
+            .field("range", &self.range)
+            .finish()
+    }
+}
+
+/// A buffer and the member operations on it, completed as one.
+#[derive(Debug)]
+pub struct RingRequest {
+    /// The caller's tag, given back in the completion.
+    pub tag: u64,
+    /// The buffer the operations read into or write from.
+    pub buf: Option<IoBuf>,
+    /// The operations (they may run in any order and in parallel; their ranges must not
+    /// overlap where one reads).
+    pub segs: Vec<RingSeg>,
+}
+
+/// A request whose operations all completed.
+#[derive(Debug)]
+pub struct RingCompletion {
+    /// The request's tag.
+    pub tag: u64,
+    /// Its buffer, back.
+    pub buf: Option<IoBuf>,
+    /// Its operations, for the caller's bookkeeping (which member failed).
+    pub segs: Vec<RingSeg>,
+    /// The first failure: the operation's index and the error.
+    pub result: Result<(), (usize, MemberError)>,
+}
+
+/// An operation's bookkeeping while its request is in the ring.
+struct SegState {
+    fd: RawFd,
+    fixed: Option<u16>,
+    done: usize,
+}
+
+struct Flight {
+    req: RingRequest,
+    segs: Vec<SegState>,
+    /// Operations not completed yet.
+    left: usize,
+    error: Option<(usize, MemberError)>,
+}
+
+/// Bits of `user_data` for the operation index (the rest is the flight's slot).
+const SEG_BITS: u32 = 16;
+const MAX_SEGS: usize = 1 << SEG_BITS;
+
+/// One poller's io_uring (see the module documentation).
+///
+/// Field order matters: `ring` drops (and with it the kernel's registration) before
+/// `arenas` release the memory; [`Drop`] first waits for every submitted operation.
+pub struct OwnedRing {
+    ring: IoUring,
+    flights: Vec<Option<Flight>>,
+    free: Vec<usize>,
+    /// Entries that did not fit the submission queue yet.
+    backlog: VecDeque<squeue::Entry>,
+    /// Entries handed to the kernel whose completion was not reaped yet.
+    submitted: usize,
+    /// Entries pushed to the submission queue and not yet submitted.
+    queued: usize,
+    regions: Vec<(usize, usize)>,
+    arenas: Vec<Arc<BufferArena>>,
+    eventfd: OwnedFd,
+    fixed_ops: u64,
+    plain_ops: u64,
+    /// Reaped completions (kept to spare an allocation per pass).
+    cqes: Vec<(u64, i32)>,
+}
+
+impl std::fmt::Debug for OwnedRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnedRing")
+            .field("in_flight", &self.in_flight())
+            .field("submitted", &self.submitted)
+            .field("fixed_ops", &self.fixed_ops)
+            .field("plain_ops", &self.plain_ops)
+            .finish()
+    }
+}
+
+fn is_retry(errno: i32) -> bool {
+    errno == libc::EAGAIN || errno == libc::EINTR
+}
+
+impl OwnedRing {
+    /// A ring with `entries` submission slots, and an eventfd that becomes readable at each
+    /// completion. Fails where the kernel offers no io_uring (the caller then keeps its
+    /// worker threads).
+    pub fn new(entries: u32) -> std::io::Result<OwnedRing> {
+        let ring = IoUring::new(entries.max(8))?;
+        // SAFETY: eventfd(2) with valid flags; a non-negative result is a new descriptor
+        // that nothing else owns.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just returned by eventfd(2) and is owned by nobody else.
+        let eventfd = unsafe { OwnedFd::from_raw_fd(fd) };
+        ring.submitter().register_eventfd(eventfd.as_raw_fd())?;
+        Ok(OwnedRing {
+            ring,
+            flights: Vec::new(),
+            free: Vec::new(),
+            backlog: VecDeque::new(),
+            submitted: 0,
+            queued: 0,
+            regions: Vec::new(),
+            arenas: Vec::new(),
+            eventfd,
+            fixed_ops: 0,
+            plain_ops: 0,
+            cqes: Vec::with_capacity(64),
+        })
+    }
+
+    /// Registers arenas as fixed buffers (replacing any earlier registration); operations
+    /// whose range lies inside one go out as `READ_FIXED`/`WRITE_FIXED`. Refused while
+    /// requests are in the ring.
+    pub fn register_arenas(&mut self, arenas: &[Arc<BufferArena>]) -> std::io::Result<()> {
+        if self.in_flight() > 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                "requests in flight",
+            ));
+        }
+        if !self.regions.is_empty() {
+            self.ring.submitter().unregister_buffers()?;
+            self.regions.clear();
+            self.arenas.clear();
+        }
+        let regions: Vec<(usize, usize)> = arenas.iter().map(|a| a.region()).collect();
+        let iovecs: Vec<libc::iovec> = regions
+            .iter()
+            .map(|&(p, l)| libc::iovec {
+                iov_base: p as *mut libc::c_void,
+                iov_len: l,
+            })
+            .collect();
+        // SAFETY: every region belongs to an arena whose `Arc` is stored in `self.arenas`
+        // right after this call and released only after unregistering (or after `ring`
+        // dropped), so the memory stays allocated while registered.
+        unsafe { self.ring.submitter().register_buffers(&iovecs)? };
+        self.regions = regions;
+        self.arenas = arenas.to_vec();
+        Ok(())
+    }
+
+    /// Requests in the ring (submitted or queued).
+    pub fn in_flight(&self) -> usize {
+        self.flights.len() - self.free.len()
+    }
+
+    /// (fixed, plain) read and write operations issued so far.
+    pub fn op_counts(&self) -> (u64, u64) {
+        (self.fixed_ops, self.plain_ops)
+    }
+
+    /// Readable after completions arrived; [`OwnedRing::clear_event`] resets it.
+    pub fn event_fd(&self) -> RawFd {
+        self.eventfd.as_raw_fd()
+    }
+
+    /// Resets the eventfd (one `read`): call after a wake-up that it caused.
+    pub fn clear_event(&self) {
+        let mut v = 0u64;
+        // SAFETY: reads 8 bytes into a live u64 from our own non-blocking eventfd; EAGAIN
+        // when it was not signalled is fine.
+        let _ = unsafe {
+            libc::read(
+                self.eventfd.as_raw_fd(),
+                (&mut v as *mut u64).cast::<libc::c_void>(),
+                8,
+            )
+        };
+    }
+
+    /// Takes a request into the ring; its operations go to the kernel at the next
+    /// [`OwnedRing::pump`]. Refused (the request is handed back untouched, with the reason)
+    /// when a member has no descriptor for direct I/O, or an operation's range, offset or
+    /// alignment is wrong for its member.
+    pub fn submit(&mut self, req: RingRequest) -> Result<(), (RingRequest, MemberError)> {
+        if req.segs.is_empty() || req.segs.len() >= MAX_SEGS {
+            let e = MemberError::Unsupported("a request of no operations or too many");
+            return Err((req, e));
+        }
+        let mut states = Vec::with_capacity(req.segs.len());
+        let base = req.buf.as_ref().map_or(0, |b| b.as_ptr() as usize);
+        let buf_len = req.buf.as_ref().map_or(0, |b| b.len());
+        for seg in &req.segs {
+            let Some(fd) = seg.member.direct_fd().map(|f| f.as_raw_fd()) else {
+                let e = MemberError::Unsupported("the member has no descriptor for direct I/O");
+                return Err((req, e));
+            };
+            let mut fixed = None;
+            if seg.kind != RingOpKind::Flush {
+                let (r, a) = (&seg.range, seg.member.alignment().max(1));
+                let fits = r.start < r.end && r.end <= buf_len;
+                let aligned = (base + r.start).is_multiple_of(a)
+                    && r.len().is_multiple_of(a)
+                    && seg.offset.is_multiple_of(a as u64);
+                if !fits || !aligned {
+                    let e = MemberError::Unsupported("operation range or alignment");
+                    return Err((req, e));
+                }
+                if let Err(e) = check_range(&*seg.member, seg.offset, r.len()) {
+                    return Err((req, e));
+                }
+                let start = base + r.start;
+                fixed = self
+                    .regions
+                    .iter()
+                    .position(|&(p, l)| start >= p && start + r.len() <= p + l)
+                    .and_then(|i| u16::try_from(i).ok());
+            }
+            states.push(SegState { fd, fixed, done: 0 });
+        }
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.flights.push(None);
+                self.flights.len() - 1
+            }
+        };
+        let n = req.segs.len();
+        let mut flight = Flight {
+            req,
+            segs: states,
+            left: n,
+            error: None,
+        };
+        for i in 0..n {
+            let e = self.entry(&mut flight, slot, i);
+            self.backlog.push_back(e);
+        }
+        self.flights[slot] = Some(flight);
+        Ok(())
+    }
+
+    /// The SQE for what remains of operation `i` of `flight` (in slot `slot`).
+    fn entry(&mut self, flight: &mut Flight, slot: usize, i: usize) -> squeue::Entry {
+        let user = ((slot as u64) << SEG_BITS) | i as u64;
+        let st = &flight.segs[i];
+        let seg = &flight.req.segs[i];
+        let fd = types::Fd(st.fd);
+        let off = seg.offset + st.done as u64;
+        let e = match seg.kind {
+            RingOpKind::Flush => opcode::Fsync::new(fd)
+                .flags(types::FsyncFlags::DATASYNC)
+                .build(),
+            kind => {
+                // The request owns the buffer until this entry's completion is reaped.
+                let buf = flight
+                    .req
+                    .buf
+                    .as_mut()
+                    .map_or(std::ptr::null_mut(), |b| b.as_mut_ptr());
+                // SAFETY: `submit` checked `range` lies inside the buffer; `done` < its
+                // length, so the pointer stays inside the same allocation.
+                let ptr = unsafe { buf.add(seg.range.start + st.done) };
+                let len = (seg.range.len() - st.done) as u32;
+                match (kind, st.fixed) {
+                    (RingOpKind::Read, Some(idx)) => {
+                        self.fixed_ops += 1;
+                        opcode::ReadFixed::new(fd, ptr, len, idx)
+                            .offset(off)
+                            .build()
+                    }
+                    (RingOpKind::Read, None) => {
+                        self.plain_ops += 1;
+                        opcode::Read::new(fd, ptr, len).offset(off).build()
+                    }
+                    (_, Some(idx)) => {
+                        self.fixed_ops += 1;
+                        opcode::WriteFixed::new(fd, ptr, len, idx)
+                            .offset(off)
+                            .build()
+                    }
+                    (_, None) => {
+                        self.plain_ops += 1;
+                        opcode::Write::new(fd, ptr, len).offset(off).build()
+                    }
+                }
+            }
+        };
+        e.user_data(user)
+    }
+
+    /// Moves backlog entries into the submission queue while it has room, and no more than
+    /// the completion queue holds: completions beyond it would wait in the kernel's overflow
+    /// list, which only an `io_uring_enter` flushes, and a pass with nothing to submit makes
+    /// none.
+    fn fill(&mut self) {
+        let cq = self.ring.params().cq_entries() as usize;
+        while let Some(e) = self.backlog.front() {
+            if self.submitted + self.queued >= cq {
+                break;
+            }
+            // SAFETY: every entry's buffer and descriptor are owned by its flight, which
+            // stays in `flights` until the entry's completion is reaped (module invariants).
+            let pushed = unsafe { self.ring.submission().push(e).is_ok() };
+            if !pushed {
+                break;
+            }
+            self.backlog.pop_front();
+            self.queued += 1;
+        }
+    }
+
+    /// One pass: submits what is queued (one `io_uring_enter`, none when nothing is) and
+    /// reaps every completion that arrived; finished requests go to `out`. Never waits.
+    pub fn pump(&mut self, out: &mut Vec<RingCompletion>) -> std::io::Result<usize> {
+        let mut finished = 0;
+        for _ in 0..4 {
+            self.fill();
+            if self.queued > 0 {
+                match self.ring.submit() {
+                    Ok(n) => {
+                        self.submitted += n;
+                        self.queued -= n.min(self.queued);
+                    }
+                    // The completion queue is full or the kernel is short of memory: reap
+                    // first, submit at the next pass.
+                    Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EAGAIN)) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            let reaped = self.reap(out, &mut finished);
+            // Short transfers re-queued entries: go round again, a few times at most.
+            if reaped == 0 || self.backlog.is_empty() {
+                break;
+            }
+        }
+        Ok(finished)
+    }
+
+    /// Reaps every available completion; returns how many entries completed.
+    fn reap(&mut self, out: &mut Vec<RingCompletion>, finished: &mut usize) -> usize {
+        let mut cqes = std::mem::take(&mut self.cqes);
+        cqes.clear();
+        cqes.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
+        let n = cqes.len();
+        self.submitted -= n.min(self.submitted);
+        for &(user, res) in &cqes {
+            let slot = (user >> SEG_BITS) as usize;
+            let i = (user as usize) & (MAX_SEGS - 1);
+            let Some(mut flight) = self.flights.get_mut(slot).and_then(Option::take) else {
+                continue;
+            };
+            let mut retry = false;
+            if res < 0 && is_retry(-res) {
+                retry = true;
+            } else if res < 0 {
+                let seg = &flight.req.segs[i];
+                let e = MemberError::Io {
+                    member: seg.member.name().to_string(),
+                    offset: seg.offset,
+                    source: std::io::Error::from_raw_os_error(-res),
+                };
+                flight.error.get_or_insert((i, e));
+                flight.left -= 1;
+            } else {
+                let want = flight.req.segs[i].range.len();
+                let st = &mut flight.segs[i];
+                st.done += res as usize;
+                if flight.req.segs[i].kind == RingOpKind::Flush || st.done >= want {
+                    flight.left -= 1;
+                } else if res == 0 {
+                    let seg = &flight.req.segs[i];
+                    let e = MemberError::Io {
+                        member: seg.member.name().to_string(),
+                        offset: seg.offset + st.done as u64,
+                        source: std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
+                    };
+                    flight.error.get_or_insert((i, e));
+                    flight.left -= 1;
+                } else {
+                    retry = true;
+                }
+            }
+            if retry {
+                let e = self.entry(&mut flight, slot, i);
+                self.backlog.push_back(e);
+            }
+            if flight.left == 0 {
+                *finished += 1;
+                self.free.push(slot);
+                out.push(RingCompletion {
+                    tag: flight.req.tag,
+                    buf: flight.req.buf,
+                    segs: flight.req.segs,
+                    result: flight.error.map_or(Ok(()), Err),
+                });
+            } else {
+                self.flights[slot] = Some(flight);
+            }
+        }
+        self.cqes = cqes;
+        n
+    }
+}
+
+impl Drop for OwnedRing {
+    fn drop(&mut self) {
+        // Entries in the backlog never reached the kernel. Every submitted one must complete
+        // before the buffers (and the registered arenas) go: wait for them.
+        let mut sink = Vec::new();
+        while self.submitted > 0 || self.queued > 0 {
+            match self.ring.submit_and_wait(1) {
+                Ok(n) => {
+                    self.submitted += n;
+                    self.queued -= n.min(self.queued);
+                }
+                Err(e) if e.raw_os_error().is_some_and(is_retry) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
+                Err(_) => {
+                    // Freeing memory the kernel may still write is worse than stopping.
+                    std::process::abort();
+                }
+            }
+            self.backlog.clear();
+            let mut finished = 0;
+            self.reap(&mut sink, &mut finished);
+            self.backlog.clear();
+            sink.clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys::uring::FileMember;
+
+    struct Scratch(std::path::PathBuf);
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    /// A 1 MiB O_DIRECT file member beside the build output (tmpfs has no O_DIRECT), and a
+    /// ring; `None` (the test then reports itself skipped) where either is not available.
+    fn rig(name: &str) -> Option<(Scratch, Arc<dyn Member>, OwnedRing)> {
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../build");
+        let _ = std::fs::create_dir_all(&dir);
+        let path = dir.join(format!("ring-{name}-{}.img", std::process::id()));
+        std::fs::File::create(&path).ok()?.set_len(1 << 20).ok()?;
+        let s = Scratch(path.clone());
+        let m = FileMember::open(&path, 4096).ok()?;
+        let r = match OwnedRing::new(8) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("skipped: no io_uring here ({e})");
+                return None;
+            }
+        };
+        Some((s, Arc::new(m), r))
+    }
+
+    fn run_all(r: &mut OwnedRing, want: usize) -> Vec<RingCompletion> {
+        let mut out = Vec::new();
+        let t0 = std::time::Instant::now();
+        while out.len() < want {
+            r.pump(&mut out).unwrap();
+            assert!(
+                t0.elapsed().as_secs() < 10,
+                "completions did not arrive: {r:?} backlog {} queued {} got {}",
+                r.backlog.len(),
+                r.queued,
+                out.len()
+            );
+            std::thread::yield_now();
+        }
+        out
+    }
+
+    #[test]
+    fn requests_of_many_operations_complete_once_with_their_buffers() {
+        let Some((_s, m, mut r)) = rig("many") else {
+            return;
+        };
+        let mut bufs = BufferArena::with_buffers(40, 16384, 4096).unwrap();
+        r.register_arenas(&[bufs[0].arena().clone()]).unwrap();
+        // 20 writes of 4 operations each: more entries than the ring has slots (8).
+        for t in 0..20u64 {
+            let mut b = bufs.pop().unwrap();
+            for (j, x) in b.iter_mut().enumerate() {
+                *x = (t as usize * 7 + j / 4096) as u8;
+            }
+            let segs = (0..4)
+                .map(|k| RingSeg {
+                    member: m.clone(),
+                    kind: RingOpKind::Write,
+                    offset: t * 16384 + k * 4096,
+                    range: (k as usize * 4096)..(k as usize + 1) * 4096,
+                })
+                .collect();
+            r.submit(RingRequest {
+                tag: t,
+                buf: Some(b),
+                segs,
+            })
+            .unwrap();
+        }
+        let done = run_all(&mut r, 20);
+        let mut tags: Vec<u64> = done.iter().map(|c| c.tag).collect();
+        tags.sort_unstable();
+        assert_eq!(tags, (0..20).collect::<Vec<_>>());
+        assert!(done.iter().all(|c| c.result.is_ok() && c.buf.is_some()));
+        assert_eq!(r.in_flight(), 0);
+        bufs.extend(done.into_iter().filter_map(|c| c.buf));
+        // Read everything back through the ring (one request of 20 operations), then flush.
+        let mut big = BufferArena::with_buffers(1, 20 * 16384, 4096).unwrap();
+        let b = big.pop().unwrap();
+        let segs = (0..20u64)
+            .map(|t| RingSeg {
+                member: m.clone(),
+                kind: RingOpKind::Read,
+                offset: t * 16384,
+                range: (t as usize * 16384)..(t as usize + 1) * 16384,
+            })
+            .collect();
+        r.submit(RingRequest {
+            tag: 99,
+            buf: Some(b),
+            segs,
+        })
+        .unwrap();
+        let done = run_all(&mut r, 1);
+        assert!(done[0].result.is_ok());
+        let b = done[0].buf.as_ref().unwrap();
+        for t in 0..20usize {
+            for k in 0..4usize {
+                let at = t * 16384 + k * 4096;
+                assert!(b[at..at + 4096].iter().all(|&x| x == (t * 7 + k) as u8));
+            }
+        }
+        r.submit(RingRequest {
+            tag: 7,
+            buf: None,
+            segs: vec![RingSeg {
+                member: m.clone(),
+                kind: RingOpKind::Flush,
+                offset: 0,
+                range: 0..0,
+            }],
+        })
+        .unwrap();
+        assert!(run_all(&mut r, 1)[0].result.is_ok());
+        // The writes used the registered arena, the big read did not.
+        let (fixed, plain) = r.op_counts();
+        assert_eq!((fixed, plain), (80, 20));
+    }
+
+    #[test]
+    fn bad_operations_are_refused_before_the_kernel_and_errors_name_the_operation() {
+        let Some((_s, m, mut r)) = rig("bad") else {
+            return;
+        };
+        let mut bufs = BufferArena::with_buffers(1, 8192, 4096).unwrap();
+        let b = bufs.pop().unwrap();
+        let seg = |offset: u64, range: Range<usize>| RingSeg {
+            member: m.clone(),
+            kind: RingOpKind::Read,
+            offset,
+            range,
+        };
+        // Misaligned range, range past the buffer, past the member's end: handed back.
+        let mut req = RingRequest {
+            tag: 1,
+            buf: Some(b),
+            segs: vec![seg(0, 512..4096)],
+        };
+        for bad in [
+            seg(0, 512..4096),
+            seg(0, 4096..12288),
+            seg(1 << 20, 0..4096),
+        ] {
+            req.segs = vec![bad];
+            let (back, _) = r.submit(req).unwrap_err();
+            req = back;
+        }
+        assert_eq!(r.in_flight(), 0);
+        // A member without a descriptor.
+        let mem: Arc<dyn Member> = Arc::new(crate::member::MemMember::new("mem", 1 << 20));
+        req.segs = vec![RingSeg {
+            member: mem,
+            kind: RingOpKind::Read,
+            offset: 0,
+            range: 0..4096,
+        }];
+        let (back, e) = r.submit(req).unwrap_err();
+        assert!(e.to_string().contains("descriptor"), "{e}");
+        assert!(back.buf.is_some());
+    }
+
+    #[test]
+    fn dropping_the_ring_waits_for_what_it_submitted() {
+        let Some((_s, m, mut r)) = rig("drop") else {
+            return;
+        };
+        let mut bufs = BufferArena::with_buffers(8, 65536, 4096).unwrap();
+        for t in 0..8u64 {
+            let b = bufs.pop().unwrap();
+            r.submit(RingRequest {
+                tag: t,
+                buf: Some(b),
+                segs: vec![RingSeg {
+                    member: m.clone(),
+                    kind: RingOpKind::Write,
+                    offset: t * 65536,
+                    range: 0..65536,
+                }],
+            })
+            .unwrap();
+        }
+        let mut out = Vec::new();
+        r.pump(&mut out).unwrap();
+        // Buffers still inside; the drop must not return before the kernel is done.
+        drop(r);
+    }
+}
