@@ -3,9 +3,12 @@
 # soft-RoCE device, driven like the reference target (deploy/lab/ref-target.sh).
 #
 #   raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N] [--cc-rate MBPS]
+#                     [--io-path ring|workers] [--ram-dev DEV --ram-nqn NQN]
 #       write $LAB_RUN/raidline.toml (array over all $LAB_DRIVES drives, assume_clean at
 #       creation, allow any host; --cc-rate: every I/O queue pair paced by the `fixed`
-#       algorithm at MBPS megabits per second), start `raidline run` in the background (log: $LAB_RUN/raidline.log,
+#       algorithm at MBPS megabits per second; --io-path: the daemon's io_path; --ram-dev: a
+#       second subsystem RAM-NQN serving DEV (a brd RAM disk) as a file namespace, for the
+#       target path alone), start `raidline run` in the background (log: $LAB_RUN/raidline.log,
 #       appended across restarts) and wait until it logs "ready"
 #   raidline.sh config [--out PATH] [--addr IP] [--nqn NQN] [--chunk KiB] [--cores N] [--cc-rate MBPS]
 #       only write that configuration to PATH (default $LAB_RUN/raidline.toml) and check it with
@@ -14,7 +17,7 @@
 #   raidline.sh kill      SIGKILL, no goodbye (crash test)
 #   raidline.sh status    `raidline status` over the management socket
 #   raidline.sh cli ARGS… `raidline ARGS… --socket <the lab's socket>` (e.g. `cli ns disable NQN 1`)
-usage="usage: raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N] [--cc-rate MBPS] | config [--out PATH] [same options] | stop | kill | status | cli ARGS..."
+usage="usage: raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N] [--cc-rate MBPS] [--io-path ring|workers] [--ram-dev DEV --ram-nqn NQN] | config [--out PATH] [same options] | stop | kill | status | cli ARGS..."
 set -euo pipefail
 
 lab=$(cd "$(dirname "$0")" && pwd)
@@ -25,6 +28,7 @@ die() { echo "raidline.sh: error: $*" >&2; exit 2; }
 [ $# -ge 1 ] || die "$usage"
 action=$1; shift
 addr=${LAB_IP:-} nqn=nqn.2026-11.io.raidline:array0 chunk=64 cores=1 cc_rate="" out=$LAB_RUN/raidline.toml
+io_path=ring ram_dev="" ram_nqn=nqn.2026-11.io.raidline:ram
 bin=${RAIDLINE_BIN:-$lab/../../build/release/raidline}
 if [ "$action" = cli ]; then
   exec "$bin" "$@" --socket /run/raidline/raidline.sock
@@ -34,6 +38,7 @@ while [ $# -gt 0 ]; do
 $usage"
   case "$1" in
     --addr) addr=$2 ;; --nqn) nqn=$2 ;; --chunk) chunk=$2 ;; --bin) bin=$2 ;; --cores) cores=$2 ;; --cc-rate) cc_rate=$2 ;; --out) out=$2 ;;
+    --io-path) io_path=$2 ;; --ram-dev) ram_dev=$2 ;; --ram-nqn) ram_nqn=$2 ;;
     *) die "unknown option $1
 $usage" ;;
   esac
@@ -57,6 +62,7 @@ write_config() {
 listen = ["$addr:4420"]
 cores = $cores
 poll_mode = "adaptive"
+io_path = "$io_path"
 management_socket = "$sock"
 state_dir = "$LAB_RUN/state"
 metrics = "127.0.0.1:9420"
@@ -79,6 +85,10 @@ allow_any_host = true
 nsid = 1
 array = "array0"
 CONF
+  if [ -n "$ram_dev" ]; then
+    printf '\n[[subsystem]]\nnqn = "%s"\nmodel = "Raidline RAM"\nallow_any_host = true\n\n[[subsystem.namespace]]\nnsid = 1\nfile = "%s"\n' \
+      "$ram_nqn" "$ram_dev" >> "$path"
+  fi
   if [ -n "$cc_rate" ]; then
     printf '\n[cc]\nalgorithm = "fixed"\n[cc.params]\nrate_mbps = %s\n' "$cc_rate" >> "$path"
   fi

@@ -972,7 +972,8 @@ mod tests {
     fn an_empty_target_renders_valid_text() {
         let text = render_all(&[], &DataPathMetrics::default(), &Snapshot::default());
         let samples = check_exposition(&text);
-        assert_eq!(samples.len(), 1); // the payload-copy counter
+        // The payload-copy counter and the storage requests by path (ring, workers).
+        assert_eq!(samples.len(), 3);
         assert!(text.contains("# TYPE raidline_qp_rtt_seconds gauge\n"));
     }
 

@@ -368,29 +368,44 @@ impl std::os::fd::AsRawFd for Waker {
 
 /// [`RaidQueue`]'s shape over one member: worker threads run `read_at`/`write_at`/`flush`.
 pub(crate) struct FileQueue {
+    member: Arc<dyn Member>,
+    want_workers: usize,
+    notify: Arc<dyn Fn() + Send + Sync>,
     jobs: Option<Sender<Request>>,
-    done: Receiver<Completion>,
+    done: Option<Receiver<Completion>>,
     workers: Vec<JoinHandle<()>>,
 }
 
 impl FileQueue {
+    /// A queue whose worker threads start with its first request: with the poller's own ring
+    /// (`io_path = "ring"`) a file namespace on a device with a descriptor never needs them.
     fn new(
         member: Arc<dyn Member>,
         workers: usize,
         notify: Arc<dyn Fn() + Send + Sync>,
     ) -> std::io::Result<FileQueue> {
+        Ok(FileQueue {
+            member,
+            want_workers: workers.max(1),
+            notify,
+            jobs: None,
+            done: None,
+            workers: Vec::new(),
+        })
+    }
+
+    fn spawn(&mut self) -> std::io::Result<()> {
         let (jobs_tx, jobs_rx) = channel::<Request>();
         let (done_tx, done_rx) = channel::<Completion>();
         let jobs_rx = Arc::new(Mutex::new(jobs_rx));
-        let mut handles = Vec::new();
-        for i in 0..workers.max(1) {
+        for i in 0..self.want_workers {
             let (member, jobs_rx, done_tx, notify) = (
-                member.clone(),
+                self.member.clone(),
                 jobs_rx.clone(),
                 done_tx.clone(),
-                notify.clone(),
+                self.notify.clone(),
             );
-            handles.push(
+            self.workers.push(
                 std::thread::Builder::new()
                     .name(format!("file-worker-{i}"))
                     .spawn(move || loop {
@@ -409,14 +424,18 @@ impl FileQueue {
                     })?,
             );
         }
-        Ok(FileQueue {
-            jobs: Some(jobs_tx),
-            done: done_rx,
-            workers: handles,
-        })
+        self.jobs = Some(jobs_tx);
+        self.done = Some(done_rx);
+        Ok(())
     }
 
-    fn submit(&self, req: Request) -> Result<(), Request> {
+    fn submit(&mut self, req: Request) -> Result<(), Request> {
+        if self.jobs.is_none() && self.workers.is_empty() {
+            if let Err(e) = self.spawn() {
+                tracing::error!("cannot start file storage workers: {e}");
+                return Err(req);
+            }
+        }
         match &self.jobs {
             Some(tx) => tx.send(req).map_err(|e| e.0),
             None => Err(req),
@@ -424,9 +443,10 @@ impl FileQueue {
     }
 
     fn poll(&self, out: &mut Vec<Completion>) -> usize {
+        let Some(done) = &self.done else { return 0 };
         let mut n = 0;
         loop {
-            match self.done.try_recv() {
+            match done.try_recv() {
                 Ok(c) => {
                     out.push(c);
                     n += 1;

@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# The lab benchmark (not part of CI's pass/fail): raidline against the kernel's target in one
+# soft-RoCE guest, same 4 drives, same fio jobs, in alternating rounds.
+#
+#   deploy/lab/bench.sh [--rounds N] [--runtime SECS] [--io-paths "ring workers"] [--results DIR]
+#
+# Per round, in alternating order (round 1 raidline first, round 2 the kernel first, ...):
+#   - raidline (one poller, `io_path` from --io-paths; each listed path is its own phase) serving
+#     RAID-5 over the drives (re-created, assume_clean) and a brd RAM disk (/dev/ram0) as a file
+#     namespace;
+#   - nvmet-rdma over md RAID-5 (internal bitmap, --assume-clean) on the same drives, and over
+#     another RAM disk (/dev/ram1).
+# Jobs (fio, libaio, direct): randread-4k, randwrite-4k, seqwrite-128k, seqread-128k (QD16) and
+# fullstripe-192k (aligned whole-stripe writes, QD16) on the RAID-5 namespaces; the four first on
+# the RAM disks (the target path alone). Guest CPU busy % (all vCPUs, /proc/stat) is sampled over
+# each job. Output: per job and raidline variant one line
+#   RATIO <job> raidline=<median IOPS> kernel=<median IOPS> ratio=<r> cpu_raidline=<%> cpu_kernel=<%>
+# (RAM-disk jobs as `ram-<job>`; a variant other than the first as `raidline-<path>=`), after
+# the per-round table. Lab figures are ratios only: absolute numbers follow the host's load.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+
+if [ "${LAB_ROLE:-}" = "" ]; then
+  # On the host: build, then run this script inside one guest with 4 drives.
+  rounds=3 runtime=10 paths="ring workers" results=""
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --rounds) rounds=$2; shift 2 ;;
+      --runtime) runtime=$2; shift 2 ;;
+      --io-paths) paths=$2; shift 2 ;;
+      --results) results=$2; shift 2 ;;
+      *) echo "usage: bench.sh [--rounds N] [--runtime SECS] [--io-paths \"ring workers\"] [--results DIR]" >&2; exit 2 ;;
+    esac
+  done
+  cd "$root"
+  cargo build --release --locked -p raidline-target --bin raidline
+  nphases=$(( ($(wc -w <<< "$paths") + 1) * rounds ))
+  timeout=$(( nphases * 9 * (runtime + 12) + 600 ))
+  args=(--drives 4 --drive-size 2G --mem 3072 --timeout "$timeout"
+        --env "BENCH_ROUNDS=$rounds" --env "FIO_RUNTIME=$runtime" --env "BENCH_PATHS=$paths")
+  [ -z "$results" ] || args+=(--results "$results")
+  exec "$here/run" "${args[@]}" -- "$here/bench.sh"
+fi
+
+# In the guest.
+. "$LAB_DIR/guest/lib.sh"
+rounds=${BENCH_ROUNDS:-3}
+runtime=${FIO_RUNTIME:-10}
+read -r -a paths <<< "${BENCH_PATHS:-ring workers}"
+nqn=nqn.2026-11.io.raidline:array0
+rnqn=nqn.2026-11.io.raidline:ram
+knqn=nqn.2026-11.io.raidline:ref-md5
+kram=nqn.2026-11.io.raidline:ref-ram
+jobs=(randread-4k randwrite-4k seqwrite-128k seqread-128k fullstripe-192k)
+ramjobs=(randread-4k randwrite-4k seqwrite-128k seqread-128k)
+out=$LAB_RUN/bench
+mkdir -p "$out"
+: > "$out/rows.txt"
+
+lab_modules nvme-rdma raid456 nvmet nvmet-rdma
+modprobe brd rd_nr=2 rd_size=$((512 * 1024)) || lab_fail "modprobe brd"
+lab_nvme_timeouts 30
+lab_hostnqn
+lab_rxe_up eth0
+
+# busy_pct BEFORE AFTER: guest CPU busy % between two /proc/stat "cpu" lines.
+cpu_line() { head -n 1 /proc/stat; }
+busy_pct() {
+  awk -v a="$1" -v b="$2" 'BEGIN {
+    n = split(a, x, " "); split(b, y, " "); t = 0; idle = 0
+    for (i = 2; i <= n; i++) { d = y[i] - x[i]; t += d; if (i == 5 || i == 6) idle += d }
+    printf "%.1f", (t > 0 ? 100 * (t - idle) / t : 0) }'
+}
+
+# job_args JOB: fio options of a job (size stays inside the smaller RAM disk).
+job_args() {
+  case "$1" in
+    randread-4k) echo "--rw=randread --bs=4k --iodepth=16 --norandommap" ;;
+    randwrite-4k) echo "--rw=randwrite --bs=4k --iodepth=16 --norandommap" ;;
+    seqwrite-128k) echo "--rw=write --bs=128k --iodepth=16" ;;
+    seqread-128k) echo "--rw=read --bs=128k --iodepth=16" ;;
+    fullstripe-192k) echo "--rw=write --bs=192k --blockalign=192k --iodepth=16" ;;
+  esac
+}
+
+# run_jobs LABEL DEV JOB...: one row per job into rows.txt: LABEL JOB IOPS CPU%.
+run_jobs() {
+  local label=$1 dev=$2 job a b iops
+  shift 2
+  for job in "$@"; do
+    a=$(cpu_line)
+    # shellcheck disable=SC2046
+    fio --name="$job" --filename="$dev" --ioengine=libaio --direct=1 --size=384m \
+      --time_based --ramp_time=2 --runtime="$runtime" --randrepeat=0 $(job_args "$job") \
+      --eta=never --output-format=json --output="$out/$label-$job.json" ||
+      lab_fail "fio $job on $dev ($label)"
+    b=$(cpu_line)
+    iops=$(jq -r '[.jobs[] | .read.iops, .write.iops] | add | floor' "$out/$label-$job.json")
+    printf '%s %s %s %s\n' "$label" "$job" "$iops" "$(busy_pct "$a" "$b")" | tee -a "$out/rows.txt" >&2
+  done
+}
+
+raidline_phase() {
+  local path=$1 dev rdev
+  "$LAB_DIR/raidline.sh" start --addr "$LAB_IP" --nqn "$nqn" --io-path "$path" \
+    --ram-dev /dev/ram0 --ram-nqn "$rnqn"
+  nvme connect -t rdma -a "$LAB_IP" -s 4420 -n "$nqn" > /dev/null || lab_fail "connect $nqn"
+  nvme connect -t rdma -a "$LAB_IP" -s 4420 -n "$rnqn" > /dev/null || lab_fail "connect $rnqn"
+  dev=$(lab_nvme_dev "$nqn" 30)
+  rdev=$(lab_nvme_dev "$rnqn" 30)
+  lab_log "raidline ($path): $dev (RAID-5), $rdev (RAM disk); threads: $(ls /proc/"$(cat /run/raidline-lab.pid)"/task | wc -l)"
+  run_jobs "raidline-$path" "$dev" "${jobs[@]}"
+  run_jobs "raidline-$path-ram" "$rdev" "${ramjobs[@]}"
+  "$LAB_DIR/raidline.sh" cli status > "$out/status-$path.txt" 2>&1 || true
+  nvme disconnect -n "$nqn" > /dev/null
+  nvme disconnect -n "$rnqn" > /dev/null
+  "$LAB_DIR/raidline.sh" stop
+  # The next phase re-creates arrays over the drives: no superblock of this one may remain.
+  for d in $(lab_nvme_drives); do dd if=/dev/zero of="$d" bs=1M count=2 oflag=direct status=none; done
+}
+
+kernel_phase() {
+  local dev rdev cfg=/sys/kernel/config/nvmet sub port=$cfg/ports/4420
+  "$LAB_DIR/ref-target.sh" start --addr "$LAB_IP" --nqn "$knqn"
+  sub=$cfg/subsystems/$kram
+  mkdir "$sub"
+  echo 1 > "$sub/attr_allow_any_host"
+  mkdir "$sub/namespaces/1"
+  echo /dev/ram1 > "$sub/namespaces/1/device_path"
+  echo 1 > "$sub/namespaces/1/enable"
+  ln -s "$sub" "$port/subsystems/$kram"
+  nvme connect -t rdma -a "$LAB_IP" -s 4420 -n "$knqn" > /dev/null || lab_fail "connect $knqn"
+  nvme connect -t rdma -a "$LAB_IP" -s 4420 -n "$kram" > /dev/null || lab_fail "connect $kram"
+  dev=$(lab_nvme_dev "$knqn" 30)
+  rdev=$(lab_nvme_dev "$kram" 30)
+  run_jobs kernel "$dev" "${jobs[@]}"
+  run_jobs kernel-ram "$rdev" "${ramjobs[@]}"
+  nvme disconnect -n "$knqn" > /dev/null
+  nvme disconnect -n "$kram" > /dev/null
+  rm "$port/subsystems/$kram"
+  echo 0 > "$sub/namespaces/1/enable"
+  rmdir "$sub/namespaces/1" "$sub"
+  "$LAB_DIR/ref-target.sh" stop --nqn "$knqn"
+  mdadm --zero-superblock $(lab_nvme_drives) 2> /dev/null || true
+  for d in $(lab_nvme_drives); do dd if=/dev/zero of="$d" bs=1M count=2 oflag=direct status=none; done
+}
+
+for r in $(seq "$rounds"); do
+  lab_log "round $r of $rounds"
+  if [ $((r % 2)) -eq 1 ]; then
+    for p in "${paths[@]}"; do raidline_phase "$p"; done
+    kernel_phase
+  else
+    kernel_phase
+    for p in "${paths[@]}"; do raidline_phase "$p"; done
+  fi
+done
+
+# median of the numbers on stdin
+median() { sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+col() { awk -v l="$1" -v j="$2" -v c="$3" '$1 == l && $2 == j { print $c }' "$out/rows.txt" | median; }
+
+{
+  echo "rows (label job IOPS guest-busy-%):"
+  cat "$out/rows.txt"
+  for p in "${paths[@]}"; do
+    name=raidline
+    [ "$p" = "${paths[0]}" ] || name=raidline-$p
+    for set in main ram; do
+      if [ "$set" = main ]; then js=("${jobs[@]}") rl=raidline-$p kl=kernel pre=""; else js=("${ramjobs[@]}") rl=raidline-$p-ram kl=kernel-ram pre=ram-; fi
+      for j in "${js[@]}"; do
+        ri=$(col "$rl" "$j" 3) ki=$(col "$kl" "$j" 3) rc=$(col "$rl" "$j" 4) kc=$(col "$kl" "$j" 4)
+        awk -v j="$pre$j" -v n="$name" -v ri="$ri" -v ki="$ki" -v rc="$rc" -v kc="$kc" 'BEGIN {
+          printf "RATIO %s %s=%d kernel=%d ratio=%.2f cpu_raidline=%.1f cpu_kernel=%.1f\n", j, n, ri, ki, (ki > 0 ? ri / ki : 0), rc, kc }'
+      done
+    done
+  done
+} | tee "$out/summary.txt"
