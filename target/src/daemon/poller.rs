@@ -16,7 +16,9 @@
 //! Pacing (`pace`): on I/O queues every RDMA READ and every RDMA WRITE of read data passes the
 //! queue's token bucket first; what may not go yet waits on the queue and goes at its due time.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -87,8 +89,10 @@ pub(crate) struct Poller<F: Fabric> {
     /// Storage workers wake the poller through this.
     pub waker: Waker,
     pub mode: PollMode,
-    queues: HashMap<u32, Queue<F>>,
-    inflight: HashMap<u64, (u32, Box<Req>)>,
+    /// Queue pairs by QP number. Boxed: a queue is taken out and put back around the
+    /// handling of each of its completions, which then moves a pointer, not the queue.
+    queues: FxHashMap<u32, Box<Queue<F>>>,
+    inflight: FxHashMap<u64, (u32, Box<Req>)>,
     next_tag: u64,
     buf_wait: VecDeque<(u32, Box<Req>, usize, AfterBuf)>,
     stash: Vec<Wc>,
@@ -130,8 +134,8 @@ impl<F: Fabric> Poller<F> {
             nsq: io.nsq,
             waker: io.waker,
             mode,
-            queues: HashMap::new(),
-            inflight: HashMap::new(),
+            queues: FxHashMap::default(),
+            inflight: FxHashMap::default(),
             next_tag: 1,
             buf_wait: VecDeque::new(),
             stash: Vec::new(),
@@ -301,7 +305,7 @@ impl<F: Fabric> Poller<F> {
                     n += 1;
                     let qpn = q.qp_num().0;
                     self.attach_pacing(&mut q);
-                    self.queues.insert(qpn, *q);
+                    self.queues.insert(qpn, q);
                     let stashed: Vec<Wc> = std::mem::take(&mut self.stash);
                     for wc in stashed {
                         self.on_wc(wc);
