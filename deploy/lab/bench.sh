@@ -122,7 +122,8 @@ raidline_phase() {
 }
 
 kernel_phase() {
-  local dev rdev cfg=/sys/kernel/config/nvmet sub port=$cfg/ports/4420
+  local dev rdev sub cfg=/sys/kernel/config/nvmet
+  local port=$cfg/ports/4420
   "$LAB_DIR/ref-target.sh" start --addr "$LAB_IP" --nqn "$knqn"
   sub=$cfg/subsystems/$kram
   mkdir "$sub"

@@ -29,11 +29,12 @@
 //! array with [`RaidError::ArrayFailed`].
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use crate::error::RaidError;
 use crate::geometry::{ArrayBlock, MemberIdx, StripeIdx};
 use crate::io::{Executor, MemberOp};
-use crate::member::AlignedBuf;
+use crate::member::{AlignedBuf, Member};
 use crate::parity::XorJob;
 use crate::superblock::{crc32c, SlotState};
 
@@ -118,6 +119,26 @@ impl Array {
             self.write_round(exec, round)?;
         }
         Ok(())
+    }
+
+    /// The members [`Array::flush`] flushes (every present member, and a hot-replace member),
+    /// for a caller that flushes them on its own ring ([`crate::OwnedRing`]): `Ok(None)` when
+    /// one has no descriptor for direct I/O. If one of those flushes fails, call
+    /// [`Array::flush`]: it marks the member failed (a poller must not: that writes
+    /// superblocks).
+    pub fn flush_targets(&self) -> Result<Option<Vec<Arc<dyn Member>>>, RaidError> {
+        let view = self.view()?;
+        let mirror = view.replacement.as_ref().map(|(r, m, _)| (*r, m));
+        let present = view.members.iter().enumerate();
+        let present = present.filter_map(|(role, m)| m.as_ref().map(|m| (role, m)));
+        let mut out = Vec::with_capacity(view.members.len() + 1);
+        for (_, m) in present.chain(mirror) {
+            if m.direct_fd().is_none() {
+                return Ok(None);
+            }
+            out.push(m.clone());
+        }
+        Ok(Some(out))
     }
 
     /// Flushes every present member (and a hot-replace member: it has mirrored writes).

@@ -118,8 +118,9 @@ impl Executor for AnyExecutor {
 }
 
 /// Puts `req` on the poller's own ring instead of the storage workers when that path serves
-/// it: reads, writes and flushes of a file namespace whose device offers a descriptor, and
-/// array reads whose blocks all lie on members that can serve them (no reconstruction).
+/// it: reads, writes and flushes of a file namespace whose device offers a descriptor, array
+/// reads whose blocks all lie on members that can serve them (no reconstruction), and array
+/// flushes (one per present member).
 /// Anything else is handed back, untouched, for the workers. The completion comes out of
 /// [`OwnedRing::pump`] with the request's tag and buffer.
 pub(crate) fn try_direct(
@@ -150,6 +151,21 @@ pub(crate) fn try_direct(
             offset: req.lba.0 * 4096,
             range: 0..req.len,
         }],
+        (_, RequestKind::Flush) => {
+            let Some(a) = array else { return Err(req) };
+            match a.flush_targets() {
+                Ok(Some(targets)) if !targets.is_empty() => targets
+                    .into_iter()
+                    .map(|member| RingSeg {
+                        member,
+                        kind: RingOpKind::Flush,
+                        offset: 0,
+                        range: 0..0,
+                    })
+                    .collect(),
+                _ => return Err(req),
+            }
+        }
         (_, RequestKind::Read) if buf_ok(&req) => {
             let Some(a) = array else { return Err(req) };
             let bs = a.geometry().block_bytes();

@@ -101,6 +101,9 @@ pub(crate) struct Poller<F: Fabric> {
     /// The poller's own io_uring (`io_path = "ring"` where the kernel has one).
     ring: Option<OwnedRing>,
     ring_done: Vec<RingCompletion>,
+    /// Per request on the ring: what to hand the engine if it fails there (namespace, kind,
+    /// first block, bytes).
+    ring_redo: FxHashMap<u64, (usize, RequestKind, ArrayBlock, usize)>,
 }
 
 /// What a poller is built from: its completion queue and control channel, its payload pool,
@@ -143,6 +146,7 @@ impl<F: Fabric> Poller<F> {
             pace: pace::PollerPacing::new(),
             ring: io.ring,
             ring_done: Vec::with_capacity(64),
+            ring_redo: FxHashMap::default(),
         }
     }
 
@@ -1102,6 +1106,7 @@ impl<F: Fabric> Poller<F> {
             }
         };
         // The poller's own ring first, where it serves the request (no thread hop).
+        let (kind, lba, len) = (request.kind, request.lba, request.len);
         let request = match self.ring.as_mut() {
             Some(ring) => {
                 match super::backend::try_direct(&self.shared.namespaces[ns].backend, request, ring)
@@ -1111,6 +1116,7 @@ impl<F: Fabric> Poller<F> {
                             .data_path
                             .ring_requests
                             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        self.ring_redo.insert(tag, (ns, kind, lba, len));
                         q.elsewhere += 1;
                         self.inflight.insert(tag, (q.qp_num().0, req));
                         return;
@@ -1138,10 +1144,12 @@ impl<F: Fabric> Poller<F> {
         }
     }
 
-    /// A request served on the poller's ring completed. A failed array read is redone by the
-    /// engine on the workers (it marks the member failed and reconstructs; the poller must not
-    /// write superblocks); a failed file operation is the request's error.
+    /// A request served on the poller's ring completed. A failed array request is redone by
+    /// the engine on the workers (it marks the member failed and reconstructs or goes on
+    /// without it; the poller must not write superblocks); a failed file operation is the
+    /// request's error.
     fn on_ring(&mut self, c: RingCompletion) {
+        let redo = self.ring_redo.remove(&c.tag);
         let Err((_, error)) = c.result else {
             return self.on_storage(Done {
                 tag: c.tag,
@@ -1149,49 +1157,38 @@ impl<F: Fabric> Poller<F> {
                 result: Ok(()),
             });
         };
-        let redo = self
-            .inflight
-            .get(&c.tag)
-            .and_then(|(_, req)| match req.step {
-                Step::Read { ns, lba, len }
-                    if !matches!(
-                        self.shared.namespaces[ns].backend,
-                        super::backend::Backend::File(_)
-                    ) =>
-                {
-                    Some((ns, lba, len))
-                }
-                _ => None,
-            });
-        if let Some((ns, lba, len)) = redo {
-            tracing::debug!(
-                "poller {}: direct array read failed ({error}); the engine redoes it",
-                self.id
-            );
-            let request = Request {
-                tag: c.tag,
-                kind: RequestKind::Read,
-                lba: ArrayBlock(lba),
-                len,
-                buf: c.buf,
-            };
-            match self.nsq[ns].submit(request) {
-                Ok(()) => return,
-                Err(back) => {
-                    return self.on_storage(Done {
-                        tag: back.tag,
-                        buf: back.buf,
-                        result: Err(RaidError::Member {
-                            role: MemberIdx(0),
-                            source: error,
-                        }),
-                    })
+        let mut buf = c.buf;
+        if let Some((ns, kind, lba, len)) = redo {
+            if !matches!(
+                self.shared.namespaces[ns].backend,
+                super::backend::Backend::File(_)
+            ) {
+                tracing::debug!(
+                    "poller {}: array request failed on the ring ({error}); the engine redoes it",
+                    self.id
+                );
+                let request = Request {
+                    tag: c.tag,
+                    kind,
+                    lba,
+                    len,
+                    buf,
+                };
+                match self.nsq[ns].submit(request) {
+                    Ok(()) => {
+                        self.shared
+                            .data_path
+                            .worker_requests
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        return;
+                    }
+                    Err(back) => buf = back.buf,
                 }
             }
         }
         self.on_storage(Done {
             tag: c.tag,
-            buf: c.buf,
+            buf,
             result: Err(RaidError::Member {
                 role: MemberIdx(0),
                 source: error,
