@@ -40,11 +40,22 @@ fn filled_array(
     uuid: Option<raidline_raid::Uuid>,
     seed: u64,
 ) -> Array {
+    filled_with_policy(members, uuid, seed, WriteHolePolicy::Degraded).0
+}
+
+/// [`filled_array`] under a write-hole policy; also returns what it was filled with.
+fn filled_with_policy(
+    members: Vec<Arc<dyn Member>>,
+    uuid: Option<raidline_raid::Uuid>,
+    seed: u64,
+    write_hole: WriteHolePolicy,
+) -> (Array, Vec<u8>) {
     let cfg = ArrayConfig {
         chunk: ChunkSize::new(4096).unwrap(),
         block: BlockSize::new(4096).unwrap(),
         assume_clean: true,
         uuid,
+        write_hole,
         ..ArrayConfig::default()
     };
     let array = Array::create(members, vec![], &cfg, Arc::new(CpuXor::detect())).unwrap();
@@ -52,7 +63,17 @@ fn filled_array(
     array
         .write(&mut SyncExecutor, ArrayBlock(0), &fill)
         .unwrap();
-    array
+    (array, fill)
+}
+
+/// Bytes of each member of the issue-15 tests' arrays (64 stripes of 4 KiB chunks).
+const SMALL: usize = MIB + 64 * 4096;
+
+/// `N` write-through in-memory disks of [`SMALL`] bytes.
+fn small_disks() -> Vec<MemMember> {
+    (0..N)
+        .map(|i| MemMember::new(&format!("d{i}"), SMALL))
+        .collect()
 }
 
 fn arcs(disks: &[MemMember]) -> Vec<Arc<dyn Member>> {
@@ -503,22 +524,8 @@ impl Executor for ParityLost {
 #[test]
 fn a_member_lost_after_a_crash_while_healthy_is_covered_only_under_always() {
     for policy in [WriteHolePolicy::Always, WriteHolePolicy::Degraded] {
-        let size = MIB + 64 * 4096;
-        let disks: Vec<MemMember> = (0..N)
-            .map(|i| MemMember::new(&format!("d{i}"), size))
-            .collect();
-        let cfg = ArrayConfig {
-            chunk: ChunkSize::new(4096).unwrap(),
-            block: BlockSize::new(4096).unwrap(),
-            assume_clean: true,
-            write_hole: policy,
-            ..ArrayConfig::default()
-        };
-        let array = Array::create(arcs(&disks), vec![], &cfg, Arc::new(CpuXor::detect())).unwrap();
-        let fill = pattern(1, array.geometry().capacity_bytes() as usize);
-        array
-            .write(&mut SyncExecutor, ArrayBlock(0), &fill)
-            .unwrap();
+        let disks = small_disks();
+        let (array, fill) = filled_with_policy(arcs(&disks), None, 1, policy);
         let geo = *array.geometry();
         let stripe = StripeIdx(5);
         let pm = geo.parity_member(stripe).0;
@@ -588,7 +595,7 @@ fn a_member_lost_after_a_crash_while_healthy_is_covered_only_under_always() {
                 // A rebuild rewrites every stripe: the array is whole, and no longer exposed,
                 // now or after a restart.
                 asm.array
-                    .add_spare(Arc::new(MemMember::new("spare", size)))
+                    .add_spare(Arc::new(MemMember::new("spare", SMALL)))
                     .unwrap();
                 asm.array
                     .run_rebuild(&mut SyncExecutor, &mut raidline_raid::Throttle::new(None))
@@ -639,11 +646,8 @@ impl Executor for FailThenCut {
 #[test]
 fn a_member_failing_under_a_healthy_write_then_a_power_cut() {
     for policy in [WriteHolePolicy::Always, WriteHolePolicy::Degraded] {
-        let size = MIB + 64 * 4096;
         let switch = PowerSwitch::after(u64::MAX);
-        let disks: Vec<MemMember> = (0..N)
-            .map(|i| MemMember::new(&format!("d{i}"), size))
-            .collect();
+        let disks = small_disks();
         let wrapped: Vec<Arc<dyn Member>> = disks
             .iter()
             .enumerate()
@@ -653,19 +657,8 @@ fn a_member_failing_under_a_healthy_write_then_a_power_cut() {
                 Arc::new(f) as Arc<dyn Member>
             })
             .collect();
-        let cfg = ArrayConfig {
-            chunk: ChunkSize::new(4096).unwrap(),
-            block: BlockSize::new(4096).unwrap(),
-            assume_clean: true,
-            write_hole: policy,
-            ..ArrayConfig::default()
-        };
-        let array =
-            Arc::new(Array::create(wrapped, vec![], &cfg, Arc::new(CpuXor::detect())).unwrap());
-        let fill = pattern(1, array.geometry().capacity_bytes() as usize);
-        array
-            .write(&mut SyncExecutor, ArrayBlock(0), &fill)
-            .unwrap();
+        let (array, fill) = filled_with_policy(wrapped, None, 1, policy);
+        let array = Arc::new(array);
         let geo = *array.geometry();
         let stripe = StripeIdx(5);
         let (written, untouched) = (
@@ -726,22 +719,8 @@ fn a_member_failing_under_a_healthy_write_then_a_power_cut() {
 #[test]
 fn under_always_a_member_lost_before_the_resync_finds_no_torn_parity() {
     for policy in [WriteHolePolicy::Always, WriteHolePolicy::Degraded] {
-        let size = MIB + 64 * 4096;
-        let disks: Vec<MemMember> = (0..N)
-            .map(|i| MemMember::new(&format!("d{i}"), size))
-            .collect();
-        let cfg = ArrayConfig {
-            chunk: ChunkSize::new(4096).unwrap(),
-            block: BlockSize::new(4096).unwrap(),
-            assume_clean: true,
-            write_hole: policy,
-            ..ArrayConfig::default()
-        };
-        let array = Array::create(arcs(&disks), vec![], &cfg, Arc::new(CpuXor::detect())).unwrap();
-        let fill = pattern(1, array.geometry().capacity_bytes() as usize);
-        array
-            .write(&mut SyncExecutor, ArrayBlock(0), &fill)
-            .unwrap();
+        let disks = small_disks();
+        let (array, fill) = filled_with_policy(arcs(&disks), None, 1, policy);
         let geo = *array.geometry();
         let stripe = StripeIdx(5);
         let untouched = geo.logical_block(stripe, 1, 0);
