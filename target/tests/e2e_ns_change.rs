@@ -7,11 +7,8 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::*;
-use raidline_fabric::mem::MemFabric;
-use raidline_initiator::{Controller, Lba, Nsid};
+use raidline_initiator::{Lba, Nsid};
 use raidline_proto::aen::{AsyncEvent, NoticeEvent};
 use raidline_proto::identify::{Cns, IdentifyNamespace};
 use raidline_proto::log::{ChangedNsList, LogPageId};
@@ -20,19 +17,6 @@ use raidline_target::mgmt::Management;
 use raidline_target::service::Api;
 
 const BS: usize = 4096;
-
-/// Services `c` until it has read a Changed Namespace List after a namespace notice, or 5 s.
-fn await_ns_notice(c: &mut Controller<MemFabric>) -> (Vec<AsyncEvent>, Vec<ChangedNsList>) {
-    let mut events = Vec::new();
-    let mut lists = Vec::new();
-    eventually(Duration::from_secs(5), || {
-        c.service().unwrap();
-        events.extend(c.admin.take_events());
-        lists.extend(c.take_changed_namespaces());
-        !lists.is_empty()
-    });
-    (events, lists)
-}
 
 #[test]
 fn disabling_and_enabling_a_namespace_tells_every_host() {

@@ -14,10 +14,9 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use common::*;
-use raidline_fabric::mem::{MemFabric, MemNetwork};
+use raidline_fabric::mem::MemNetwork;
 use raidline_initiator::{Controller, Lba, Nsid};
 use raidline_proto::aen::{AsyncEvent, NoticeEvent};
 use raidline_proto::log::ChangedNsList;
@@ -33,25 +32,6 @@ use raidline_target::service::{build_spec, Api};
 
 const BS: usize = 4096;
 const MEMBER_BYTES: u64 = 9 << 20;
-
-struct TempDir(PathBuf);
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let p =
-            std::env::temp_dir().join(format!("raidline-e2e-{tag}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// One array over `members` as namespace 1, a plain file as namespace 2.
 fn config(dir: &Path, members: &[PathBuf], listen: &str) -> Config {
@@ -128,19 +108,6 @@ fn members_of_files(paths: &[PathBuf]) -> Vec<Arc<dyn Member>> {
         .iter()
         .map(|p| open_member(p, None).expect("open member"))
         .collect()
-}
-
-/// Services `c` until it has read a Changed Namespace List after a namespace notice, or 5 s.
-fn await_ns_notice(c: &mut Controller<MemFabric>) -> (Vec<AsyncEvent>, Vec<ChangedNsList>) {
-    let mut events = Vec::new();
-    let mut lists = Vec::new();
-    eventually(Duration::from_secs(5), || {
-        c.service().unwrap();
-        events.extend(c.admin.take_events());
-        lists.extend(c.take_changed_namespaces());
-        !lists.is_empty()
-    });
-    (events, lists)
 }
 
 #[test]

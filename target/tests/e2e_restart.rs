@@ -139,25 +139,6 @@ fn unclean_stop_keeps_ids_and_acknowledged_data() {
     assert!(t2.shutdown().is_empty());
 }
 
-struct TempDir(PathBuf);
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let p =
-            std::env::temp_dir().join(format!("raidline-e2e-{tag}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn config(dir: &Path, members: &[PathBuf], listen: &str) -> Config {
     config_with(dir, members, listen, 100)
 }

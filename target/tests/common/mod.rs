@@ -664,3 +664,44 @@ impl Rng {
         self.next_u64() % n
     }
 }
+
+/// A scratch directory under the system temp dir, removed when dropped.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    /// A new empty directory named after `tag`, the process and the time.
+    pub fn new(tag: &str) -> TempDir {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let p =
+            std::env::temp_dir().join(format!("raidline-e2e-{tag}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Services `c` until it has read a Changed Namespace List after a namespace notice, or 5 s.
+pub fn await_ns_notice(
+    c: &mut Controller<MemFabric>,
+) -> (
+    Vec<raidline_proto::aen::AsyncEvent>,
+    Vec<raidline_proto::log::ChangedNsList>,
+) {
+    let mut events = Vec::new();
+    let mut lists = Vec::new();
+    eventually(Duration::from_secs(5), || {
+        c.service().unwrap();
+        events.extend(c.admin.take_events());
+        lists.extend(c.take_changed_namespaces());
+        !lists.is_empty()
+    });
+    (events, lists)
+}
