@@ -3,8 +3,10 @@
 //! members on this machine's disk (io_uring, the target's registered pool), a [`Target`] serves
 //! it over the in-memory fabric, and the initiator library's perf engine drives one I/O queue
 //! at QD16 with 4 KiB random reads, then random writes (read-modify-write on the array). The
-//! same rows run with `storage_workers` = 4 and 16, interleaved (run 1 of every row, then run
-//! 2, ...), and the summary gives medians and the ratio 16 / 4 from the same run.
+//! same rows run with `storage_workers` = 4 and 16 on the worker path (`io_path = "workers"`),
+//! and with 16 on the poller's own ring (`io_path = "ring"`: reads there, writes still on the
+//! workers), interleaved (run 1 of every row, then run 2, ...); the summary gives medians and
+//! the ratios to the first variant from the same run.
 //!
 //! Each worker thread runs one array request at a time, so the number of workers is the number
 //! of array requests in flight per poller and namespace; a host queue deeper than that waits.
@@ -32,7 +34,8 @@ type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
 const SUBNQN: &str = "nqn.2026-11.io.raidline:array-qd";
 const MEMBER_BYTES: u64 = 256 << 20;
 const QUEUE_DEPTH: u16 = 16;
-const WORKERS: [u32; 2] = [4, 16];
+/// (storage workers, io_path) of each variant.
+const VARIANTS: [(u32, &str); 3] = [(4, "workers"), (16, "workers"), (16, "ring")];
 
 struct Opts {
     secs: f64,
@@ -61,7 +64,7 @@ fn parse_args() -> BenchResult<Opts> {
     Ok(o)
 }
 
-fn config(dir: &Path, workers: u32, port: u16) -> BenchResult<Config> {
+fn config(dir: &Path, workers: u32, io_path: &str, port: u16) -> BenchResult<Config> {
     let members: Vec<String> = (0..4)
         .map(|i| format!("\"{}\"", dir.join(format!("m{i}.img")).display()))
         .collect();
@@ -71,6 +74,7 @@ fn config(dir: &Path, workers: u32, port: u16) -> BenchResult<Config> {
 listen = ["10.7.0.1:{port}"]
 cores = 1
 storage_workers = {workers}
+io_path = "{io_path}"
 management_socket = "{dir}/raidline.sock"
 state_dir = "{dir}/state"
 
@@ -151,18 +155,18 @@ fn main() -> BenchResult<()> {
         f.set_len(MEMBER_BYTES)?;
     }
     let net = MemNetwork::new();
-    // results[workers][read?] = runs of (IOPS, p99)
-    let mut results = vec![[Vec::new(), Vec::new()]; WORKERS.len()];
+    // results[variant][read?] = runs of (IOPS, p99)
+    let mut results = vec![[Vec::new(), Vec::new()]; VARIANTS.len()];
     let mut port = 4420u16;
     for run in 0..o.runs {
-        for (wi, &w) in WORKERS.iter().enumerate() {
+        for (wi, &(w, path)) in VARIANTS.iter().enumerate() {
             port += 1;
-            let spec = build_spec(&config(&dir, w, port)?)?;
+            let spec = build_spec(&config(&dir, w, path, port)?)?;
             let target = Target::start(net.device(&format!("t{port}")), spec)?;
             for read in [true, false] {
                 let r = run_row(&net, &target, read, o.secs)?;
                 println!(
-                    "run {} workers {w:2} {:9} {:8.0} IOPS  p99 {:8.0} us",
+                    "run {} workers {w:2} {path:7} {:9} {:8.0} IOPS  p99 {:8.0} us",
                     run + 1,
                     if read { "randread" } else { "randwrite" },
                     r.0,
@@ -181,20 +185,35 @@ fn main() -> BenchResult<()> {
         o.dir.display(),
         o.runs
     );
+    let head: Vec<String> = VARIANTS
+        .iter()
+        .map(|(w, p)| format!("{w} workers, {p}"))
+        .collect();
     println!(
-        "| job | workers 4 IOPS | workers 16 IOPS | ratio | workers 4 p99 µs | workers 16 p99 µs |"
+        "| job | {} | ratios to the first | p99 µs |",
+        head.iter()
+            .map(|h| format!("{h} IOPS"))
+            .collect::<Vec<_>>()
+            .join(" | ")
     );
-    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    println!("| --- |{} ---: | ---: |", " ---: |".repeat(VARIANTS.len()));
     for (k, job) in ["randread-4k", "randwrite-4k"].iter().enumerate() {
         let iops = |wi: usize| median(results[wi][k].iter().map(|r| r.0).collect());
         let p99 = |wi: usize| median(results[wi][k].iter().map(|r| r.1).collect());
+        let all: Vec<String> = (0..VARIANTS.len())
+            .map(|i| format!("{:.0}", iops(i)))
+            .collect();
+        let ratios: Vec<String> = (1..VARIANTS.len())
+            .map(|i| format!("{:.2}", iops(i) / iops(0)))
+            .collect();
+        let lat: Vec<String> = (0..VARIANTS.len())
+            .map(|i| format!("{:.0}", p99(i)))
+            .collect();
         println!(
-            "| {job} | {:.0} | {:.0} | {:.2} | {:.0} | {:.0} |",
-            iops(0),
-            iops(1),
-            iops(1) / iops(0),
-            p99(0),
-            p99(1)
+            "| {job} | {} | {} | {} |",
+            all.join(" | "),
+            ratios.join(" / "),
+            lat.join(" / ")
         );
     }
     std::fs::remove_dir_all(&dir)?;
