@@ -2,18 +2,29 @@
 //!
 //! A caller locks all the stripes it needs in one call; the call waits until none of them is
 //! held and then takes them together, so two requests can never each hold a stripe the other
-//! waits for (no deadlock, whatever the order). Guards release on drop.
+//! waits for (no deadlock, whatever the order). Guards release on drop, and wake waiters only
+//! when there are any (a condition variable's wake-up is a system call even with no waiter).
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 
 use crate::geometry::StripeIdx;
 
+/// Held stripes, and how many callers wait for some.
+#[derive(Debug, Default)]
+struct Held {
+    stripes: HashSet<u64>,
+    waiters: usize,
+}
+
 /// Held stripes.
 #[derive(Debug, Default)]
 pub struct StripeLocks {
-    held: Mutex<HashSet<u64>>,
+    held: Mutex<Held>,
     freed: Condvar,
+    /// Wake-ups sent (for tests: an uncontended release sends none).
+    wakeups: AtomicU64,
 }
 
 /// Holds a set of stripes until dropped.
@@ -30,10 +41,12 @@ impl StripeLocks {
         want.sort_unstable();
         want.dedup();
         let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        while want.iter().any(|s| held.contains(s)) {
+        while want.iter().any(|s| held.stripes.contains(s)) {
+            held.waiters += 1;
             held = self.freed.wait(held).unwrap_or_else(|p| p.into_inner());
+            held.waiters -= 1;
         }
-        held.extend(want.iter().copied());
+        held.stripes.extend(want.iter().copied());
         StripeGuard {
             locks: self,
             stripes: want,
@@ -45,17 +58,22 @@ impl Drop for StripeGuard<'_> {
     fn drop(&mut self) {
         let mut held = self.locks.held.lock().unwrap_or_else(|p| p.into_inner());
         for s in &self.stripes {
-            held.remove(s);
+            held.stripes.remove(s);
         }
+        // A waiter counts itself under the mutex before it sleeps, so none can be missed.
+        let wake = held.waiters > 0;
         drop(held);
-        self.locks.freed.notify_all();
+        if wake {
+            self.locks.wakeups.fetch_add(1, Ordering::Relaxed);
+            self.locks.freed.notify_all();
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::AtomicUsize;
     use std::sync::Arc;
 
     #[test]
@@ -86,6 +104,25 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
-        assert!(locks.held.lock().unwrap().is_empty());
+        let held = locks.held.lock().unwrap();
+        assert!(held.stripes.is_empty() && held.waiters == 0);
+    }
+
+    #[test]
+    fn a_release_wakes_only_when_someone_waits() {
+        let locks = Arc::new(StripeLocks::default());
+        for i in 0..100 {
+            drop(locks.lock([StripeIdx(i % 7), StripeIdx(3)]));
+        }
+        assert_eq!(locks.wakeups.load(Ordering::Relaxed), 0);
+        let g = locks.lock([StripeIdx(5)]);
+        let l2 = locks.clone();
+        let t = std::thread::spawn(move || drop(l2.lock([StripeIdx(5)])));
+        while locks.held.lock().unwrap().waiters == 0 {
+            std::thread::yield_now();
+        }
+        drop(g);
+        t.join().unwrap();
+        assert_eq!(locks.wakeups.load(Ordering::Relaxed), 1);
     }
 }
