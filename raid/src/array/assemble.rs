@@ -535,31 +535,35 @@ impl Array {
         };
         let mut replayed = 0;
         let mut torn_rows = 0;
+        // Replays the log's entries of `epochs` with role `missing` gone (`usize::MAX`: none).
+        let replay = |epochs: std::ops::RangeInclusive<u64>, missing: usize, valid_below: u64| {
+            let members: Vec<Option<Arc<dyn Member>>> =
+                slots.iter().map(|s| s.member.clone()).collect();
+            super::ppl::recover(
+                &geo,
+                &meta,
+                uuid,
+                newest.legacy,
+                &members,
+                epochs,
+                missing,
+                valid_below,
+                &*parity,
+            )
+        };
         if write_hole_exposed && ppl_layout.is_some() && !newest.ppl_off && (always || same_loss) {
             // Replay every entry that is the last write to its stripe: under "degraded" those
             // of the epoch at the stop (if the same role was missing then), under "always"
             // those since the oldest epoch with a round in flight. Even when the stop is not
             // covered, this repairs the stripes those entries name.
             if let [missing] = down[..] {
-                let members: Vec<Option<Arc<dyn Member>>> =
-                    slots.iter().map(|s| s.member.clone()).collect();
                 let valid_below = rebuild.filter(|(r, _)| *r == missing).map_or(0, |(_, c)| c);
                 let from = if always {
                     newest.ppl_replay_from
                 } else {
                     newest.ppl_epoch
                 };
-                let r = super::ppl::recover(
-                    &geo,
-                    &meta,
-                    uuid,
-                    newest.legacy,
-                    &members,
-                    from..=newest.ppl_epoch,
-                    missing,
-                    valid_below,
-                    &*parity,
-                )?;
+                let r = replay(from..=newest.ppl_epoch, missing, valid_below)?;
                 replayed = r.repaired;
                 torn_rows = r.unrecoverable;
                 if uncovered.is_none() {
@@ -576,20 +580,7 @@ impl Array {
             // Every member present, policy "always": the log makes the interrupted writes'
             // stripes consistent now, as md's PPL does, so a member lost before the resync
             // reaches them cannot reconstruct from torn parity. The resync still runs.
-            let members: Vec<Option<Arc<dyn Member>>> =
-                slots.iter().map(|s| s.member.clone()).collect();
-            let r = super::ppl::recover(
-                &geo,
-                &meta,
-                uuid,
-                newest.legacy,
-                &members,
-                newest.ppl_replay_from..=newest.ppl_epoch,
-                usize::MAX,
-                0,
-                &*parity,
-            )?;
-            replayed = r.repaired;
+            replayed = replay(newest.ppl_replay_from..=newest.ppl_epoch, usize::MAX, 0)?.repaired;
         }
         // A rebuild target's log area may hold entries of stripes above the checkpoint it
         // resumes from (written while the lost checkpoint was higher): later writes there
