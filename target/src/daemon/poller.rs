@@ -1126,12 +1126,8 @@ impl<F: Fabric> Poller<F> {
             }
             None => request,
         };
-        match self.nsq[ns].submit(request) {
+        match self.submit_to_workers(ns, request) {
             Ok(()) => {
-                self.shared
-                    .data_path
-                    .worker_requests
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 q.elsewhere += 1;
                 self.inflight.insert(tag, (q.qp_num().0, req));
             }
@@ -1142,6 +1138,16 @@ impl<F: Fabric> Poller<F> {
                 self.respond(q, req, st, 0);
             }
         }
+    }
+
+    /// Hands `request` to namespace `ns`'s storage workers, counted as theirs.
+    fn submit_to_workers(&mut self, ns: usize, request: Request) -> Result<(), Request> {
+        self.nsq[ns].submit(request)?;
+        self.shared
+            .data_path
+            .worker_requests
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     /// A request served on the poller's ring completed. A failed array request is redone by
@@ -1174,14 +1180,8 @@ impl<F: Fabric> Poller<F> {
                     len,
                     buf,
                 };
-                match self.nsq[ns].submit(request) {
-                    Ok(()) => {
-                        self.shared
-                            .data_path
-                            .worker_requests
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        return;
-                    }
+                match self.submit_to_workers(ns, request) {
+                    Ok(()) => return,
                     Err(back) => buf = back.buf,
                 }
             }
