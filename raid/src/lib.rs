@@ -67,8 +67,9 @@ pub mod superblock;
 pub mod sys;
 
 pub use array::{
-    Array, ArrayConfig, ArrayStats, AssembleOptions, Assembled, DirectRead, Exposure,
-    ReplaceStatus, SyncKind, SyncProgress, Throttle, WriteHolePolicy,
+    Array, ArrayConfig, ArrayStats, AssembleOptions, Assembled, DirectRead, EngineBuf, Exposure,
+    ReplaceStatus, SyncKind, SyncProgress, Throttle, WriteHolePolicy, WriteNext, WriteStart,
+    WriteTask,
 };
 pub use error::{
     ErrorClass, GeometryError, MemberError, ParityError, RaidError, RefuseReason, Refused,
@@ -83,7 +84,7 @@ pub use parity::{CpuXor, ParityEngine, SimdLevel, XorJob};
 pub use queue::{Completion, RaidQueue, Request, RequestKind};
 pub use superblock::Uuid;
 pub use sys::buf::{BufferArena, IoBuf};
-pub use sys::ring::{OwnedRing, RingCompletion, RingOpKind, RingRequest, RingSeg};
+pub use sys::ring::{OwnedRing, RingBuf, RingCompletion, RingOpKind, RingRequest, RingSeg};
 pub use sys::uring::{FileMember, UringExecutor};
 
 /// Most members an array may have (the superblock's member table size).

@@ -36,16 +36,24 @@
 //!   (`start_dirty_degraded`): the exposure names regions, blocks inside them may hold
 //!   anything, and every block outside them must pass the usual checks.
 //!
-//! Cases: 256 per policy (PROPTEST_CASES overrides).
+//! A third test runs the same cases with the writes on the completion-driven path
+//! ([`Array::start_write`], as a poller drives it on its own ring): each batch's member
+//! operations run in a seeded random order, a write is sometimes cut in two requests in flight
+//! together (their batches interleaved, the second parked while the first holds a stripe),
+//! and what the path declines or hands back for a redo goes through [`Array::write`], as the
+//! daemon's storage workers do.
+//!
+//! Cases: 256 per test (PROPTEST_CASES overrides).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use proptest::prelude::*;
 use raidline_raid::{
-    Array, ArrayBlock, ArrayConfig, AssembleOptions, BlockSize, ChunkSize, CpuXor, Executor,
-    Exposure, Fault, FaultHandle, FaultyMember, MemMember, Member, MemberIdx, MemberOp,
-    PowerSwitch, RaidError, StripeIdx, SyncExecutor, Throttle, WriteHolePolicy,
+    Array, ArrayBlock, ArrayConfig, AssembleOptions, BlockSize, BufferArena, ChunkSize, CpuXor,
+    Executor, Exposure, Fault, FaultHandle, FaultyMember, IoBuf, MemMember, Member, MemberIdx,
+    MemberOp, PowerSwitch, RaidError, RingBuf, RingCompletion, RingOpKind, RingRequest, StripeIdx,
+    SyncExecutor, Throttle, WriteHolePolicy, WriteNext, WriteStart, WriteTask,
 };
 
 const MIB: usize = 1 << 20;
@@ -125,6 +133,144 @@ impl Executor for ShuffleExecutor {
     }
 }
 
+/// Runs a ring request's operations the way a ring does (all of them, in a seeded random
+/// order; the first failure is the request's) and returns its completion.
+fn run_request(mut req: RingRequest, rng: &mut u64) -> RingCompletion {
+    let mut order: Vec<usize> = (0..req.segs.len()).collect();
+    for i in (1..order.len()).rev() {
+        *rng ^= *rng << 13;
+        *rng ^= *rng >> 7;
+        *rng ^= *rng << 17;
+        order.swap(i, (*rng % (i as u64 + 1)) as usize);
+    }
+    let mut result = Ok(());
+    for i in order {
+        let seg = &req.segs[i];
+        let buf: &mut [u8] = match seg.buf {
+            RingBuf::Main => req.buf.as_mut().unwrap(),
+            RingBuf::Scratch(k) => &mut req.scratch[usize::from(k)],
+        };
+        let r = match seg.kind {
+            RingOpKind::Read => seg.member.read_at(seg.offset, &mut buf[seg.range.clone()]),
+            RingOpKind::Write => seg.member.write_at(seg.offset, &buf[seg.range.clone()]),
+            RingOpKind::Flush => seg.member.flush(),
+        };
+        if let (Err(e), Ok(())) = (r, &result) {
+            result = Err((i, e));
+        }
+    }
+    RingCompletion {
+        tag: req.tag,
+        buf: req.buf,
+        scratch: req.scratch,
+        segs: req.segs,
+        result,
+    }
+}
+
+/// One request of [`drive_writes`]: where it writes, and its state.
+enum Flight {
+    /// Not started, or parked (a stripe was busy).
+    Waiting(IoBuf),
+    Running(WriteTask, RingRequest),
+    Done(Result<(), RaidError>),
+}
+
+/// Writes `data` at block `s` through the completion-driven path, as a poller does, cut in
+/// `parts` requests in flight together whose batches complete in a seeded random
+/// interleaving. Declined and redone requests go through [`Array::write`].
+fn drive_writes(
+    array: &Array,
+    bufs: &mut Vec<IoBuf>,
+    s: u64,
+    data: &[u8],
+    bs: usize,
+    parts: usize,
+    seed: u64,
+) -> Result<(), RaidError> {
+    let blocks = data.len() / bs;
+    let parts = parts.clamp(1, blocks);
+    let cut = |k: usize| k * blocks / parts;
+    let mut rng = seed | 1;
+    let mut flights: Vec<(u64, usize, Flight)> = (0..parts)
+        .map(|k| {
+            let (a, b) = (cut(k), cut(k + 1));
+            let mut buf = bufs.pop().expect("a request buffer");
+            buf[..(b - a) * bs].copy_from_slice(&data[a * bs..b * bs]);
+            (s + a as u64, (b - a) * bs, Flight::Waiting(buf))
+        })
+        .collect();
+    let sync_write = |lba: u64, buf: &IoBuf, len: usize, rng: u64| {
+        array.write(&mut ShuffleExecutor(rng), ArrayBlock(lba), &buf[..len])
+    };
+    loop {
+        let mut progressed = false;
+        for (i, (lba, len, f)) in flights.iter_mut().enumerate() {
+            if let Flight::Waiting(_) = f {
+                let Flight::Waiting(buf) = std::mem::replace(f, Flight::Done(Ok(()))) else {
+                    unreachable!()
+                };
+                *f = match array.start_write(i as u64, ArrayBlock(*lba), *len, buf, false) {
+                    WriteStart::Started(t, req) => {
+                        progressed = true;
+                        Flight::Running(t, req)
+                    }
+                    WriteStart::Busy(buf) => Flight::Waiting(buf),
+                    WriteStart::Declined(buf) => {
+                        progressed = true;
+                        let r = sync_write(*lba, &buf, *len, rng);
+                        bufs.push(buf);
+                        Flight::Done(r)
+                    }
+                };
+            }
+        }
+        let running: Vec<usize> = (0..flights.len())
+            .filter(|&i| matches!(flights[i].2, Flight::Running(..)))
+            .collect();
+        if running.is_empty() {
+            if progressed {
+                continue;
+            }
+            break;
+        }
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let i = running[(rng % running.len() as u64) as usize];
+        let (lba, len, f) = &mut flights[i];
+        let Flight::Running(mut task, req) = std::mem::replace(f, Flight::Done(Ok(()))) else {
+            unreachable!()
+        };
+        let c = run_request(req, &mut rng);
+        *f = match task.complete(array, c) {
+            WriteNext::Submit(req) => Flight::Running(task, req),
+            WriteNext::Done(buf) => {
+                bufs.push(buf.expect("the buffer comes back"));
+                Flight::Done(Ok(()))
+            }
+            WriteNext::Redo { buf, torn } => {
+                let buf = buf.expect("the buffer comes back");
+                let r = sync_write(*lba, &buf, *len, rng);
+                if torn {
+                    array.end_torn();
+                }
+                bufs.push(buf);
+                Flight::Done(r)
+            }
+        };
+    }
+    assert_eq!(array.torn_writes(), 0, "a torn write was not redone");
+    let mut result = Ok(());
+    for (_, _, f) in flights {
+        match f {
+            Flight::Done(r) => result = result.and(r),
+            _ => panic!("a request never ran"),
+        }
+    }
+    result
+}
+
 fn pattern(seed: u64, len: usize) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..len)
@@ -159,6 +305,9 @@ struct World {
     exposures: usize,
     /// Started exposed and not rebuilt since: later assemblies report it still.
     exposed: bool,
+    /// Writes go through the completion-driven path ([`drive_writes`]), with these request
+    /// buffers.
+    ring: Option<Vec<IoBuf>>,
 }
 
 impl World {
@@ -203,6 +352,20 @@ impl World {
             policy,
             exposures: 0,
             exposed: false,
+            ring: None,
+        }
+    }
+
+    /// Writes `data` at block `s`: through [`Array::write`], or the completion-driven path.
+    fn write(&mut self, s: u64, data: &[u8], seed: u64) -> Result<(), RaidError> {
+        match self.ring.as_mut() {
+            None => self
+                .array
+                .write(&mut ShuffleExecutor(seed | 1), ArrayBlock(s), data),
+            Some(bufs) => {
+                let parts = if seed.is_multiple_of(3) { 2 } else { 1 };
+                drive_writes(&self.array, bufs, s, data, self.bs, parts, seed)
+            }
         }
     }
 
@@ -386,9 +549,7 @@ impl World {
             Op::Write { start, len, seed } => {
                 let (s, l) = self.range(start, len);
                 let data = pattern(seed, l as usize * self.bs);
-                self.array
-                    .write(&mut ShuffleExecutor(seed | 1), ArrayBlock(s), &data)
-                    .unwrap();
+                self.write(s, &data, seed).unwrap();
                 self.note_unflushed(s, l);
                 self.model[s as usize * self.bs..][..data.len()].copy_from_slice(&data);
                 if seed % 4 == 0 {
@@ -490,9 +651,7 @@ impl World {
                 let (s, l) = self.range(start, len);
                 let data = pattern(seed, l as usize * self.bs);
                 // The write "returns" but the power went out: it is not acknowledged.
-                let _ = self
-                    .array
-                    .write(&mut ShuffleExecutor(seed | 1), ArrayBlock(s), &data);
+                let _ = self.write(s, &data, seed);
                 let cut = switch.is_cut();
                 // The caches lose what was not flushed, all or a random part (write-through
                 // members: nothing).
@@ -635,6 +794,17 @@ proptest! {
     ) {
         run(n, chunk_pow, small_blocks, ops, volatile, WriteHolePolicy::Always)?;
     }
+
+    #[test]
+    fn array_matches_byte_model_completion_driven(
+        n in 3usize..=5,
+        chunk_pow in 12u32..=13,
+        small_blocks in any::<bool>(),
+        ops in prop::collection::vec(op(), 1..30),
+        volatile in any::<bool>(),
+    ) {
+        run_with(n, chunk_pow, small_blocks, ops, volatile, WriteHolePolicy::Degraded, true)?;
+    }
 }
 
 /// Issue 15's minimal case (a member failing under a write planned healthy, then a power cut
@@ -676,8 +846,25 @@ fn run(
     volatile: bool,
     policy: WriteHolePolicy,
 ) -> Result<World, TestCaseError> {
+    run_with(n, chunk_pow, small_blocks, ops, volatile, policy, false)
+}
+
+fn run_with(
+    n: usize,
+    chunk_pow: u32,
+    small_blocks: bool,
+    ops: Vec<Op>,
+    volatile: bool,
+    policy: WriteHolePolicy,
+    ring: bool,
+) -> Result<World, TestCaseError> {
     let block = if small_blocks { 512 } else { 4096 };
     let mut w = World::new(n, 1 << chunk_pow, block, 6, volatile, policy);
+    if ring {
+        // Two requests in flight at most, of up to 40 blocks each.
+        w.ring = BufferArena::with_buffers(2, 40 * block as usize, 4096);
+        assert!(w.ring.is_some());
+    }
     for o in ops {
         w.apply(o);
     }

@@ -599,6 +599,7 @@ fn direct_reads_on_an_owned_ring_match_the_engine() {
         let segs = reads
             .into_iter()
             .map(|d| raidline_raid::RingSeg {
+                buf: raidline_raid::RingBuf::Main,
                 member: d.member,
                 kind: raidline_raid::RingOpKind::Read,
                 offset: d.offset,
@@ -606,6 +607,7 @@ fn direct_reads_on_an_owned_ring_match_the_engine() {
             })
             .collect();
         ring.submit(raidline_raid::RingRequest {
+            scratch: Vec::new(),
             tag: at,
             buf: buf.take(),
             segs,

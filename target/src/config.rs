@@ -67,8 +67,11 @@ pub enum PollMode {
 #[serde(rename_all = "kebab-case")]
 pub enum IoPath {
     /// On the poller's own io_uring, polled in its loop with no thread hop: reads, writes and
-    /// flushes of file namespaces, and array reads that need no reconstruction. Array writes,
-    /// degraded reads and flushes still go to the storage workers (for now).
+    /// flushes of file namespaces; array reads that need no reconstruction, array flushes, and
+    /// array writes on a healthy array whose bitmap regions are marked already (the RAID
+    /// engine's completion-driven write). The rest (degraded I/O, the first write to a
+    /// region, writes the partial-parity log records, redos after a member error) still goes
+    /// to the storage workers.
     #[default]
     Ring,
     /// Every request on the namespace's storage worker threads (the earlier path; kept for

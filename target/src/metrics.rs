@@ -135,6 +135,9 @@ pub struct DataPathMetrics {
     pub ring_requests: AtomicU64,
     /// Storage requests handed to storage worker threads.
     pub worker_requests: AtomicU64,
+    /// Array writes parked on a poller because a stripe they need was held (each counted
+    /// once, however often it was tried again).
+    pub parked_writes: AtomicU64,
 }
 
 /// Gauges of one array at scrape time.
@@ -381,6 +384,17 @@ pub fn render_all(
         "raidline_storage_requests_total",
         &[("path", "workers")],
         load(&data_path.worker_requests),
+    );
+
+    w.family(
+        "raidline_parked_writes_total",
+        "counter",
+        "Array writes a poller parked until a stripe they need was released.",
+    );
+    w.sample(
+        "raidline_parked_writes_total",
+        &[],
+        load(&data_path.parked_writes),
     );
 
     render_arrays(&mut w, &snapshot.arrays);
@@ -972,8 +986,9 @@ mod tests {
     fn an_empty_target_renders_valid_text() {
         let text = render_all(&[], &DataPathMetrics::default(), &Snapshot::default());
         let samples = check_exposition(&text);
-        // The payload-copy counter and the storage requests by path (ring, workers).
-        assert_eq!(samples.len(), 3);
+        // The payload-copy counter, the storage requests by path (ring, workers) and the
+        // parked writes.
+        assert_eq!(samples.len(), 4);
         assert!(text.contains("# TYPE raidline_qp_rtt_seconds gauge\n"));
     }
 

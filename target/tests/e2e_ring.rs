@@ -118,3 +118,217 @@ fn a_read_failing_on_the_ring_is_redone_by_the_engine_and_fails_the_member() {
     let errs = target.shutdown();
     assert!(errs.is_empty(), "{errs:?}");
 }
+
+/// Four file members (O_DIRECT, real descriptors) in the build's scratch directory, the
+/// member with role `dir_role` (if any) handing out a directory as its descriptor.
+fn file_members(name: &str, dir_role: Option<usize>) -> Vec<Arc<dyn Member>> {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    (0..4)
+        .map(|i| -> Arc<dyn Member> {
+            let p = dir.join(format!("m{i}.img"));
+            std::fs::File::create(&p).unwrap().set_len(9 << 20).unwrap();
+            let f = raidline_raid::FileMember::open(&p, 4096).expect("O_DIRECT file member");
+            if Some(i) == dir_role {
+                Arc::new(DirFdFile {
+                    file: f,
+                    dir: std::fs::File::open(&dir).unwrap(),
+                })
+            } else {
+                Arc::new(f)
+            }
+        })
+        .collect()
+}
+
+/// A file member whose direct-I/O descriptor is a directory: every io_uring operation on it
+/// fails, its plain calls work.
+#[derive(Debug)]
+struct DirFdFile {
+    file: raidline_raid::FileMember,
+    dir: std::fs::File,
+}
+
+impl Member for DirFdFile {
+    fn name(&self) -> &str {
+        self.file.name()
+    }
+    fn size_bytes(&self) -> u64 {
+        self.file.size_bytes()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), MemberError> {
+        self.file.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), MemberError> {
+        self.file.write_at(offset, buf)
+    }
+    fn flush(&self) -> Result<(), MemberError> {
+        self.file.flush()
+    }
+    fn direct_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.dir.as_fd())
+    }
+    fn alignment(&self) -> usize {
+        4096
+    }
+}
+
+/// Writes `(lba, blocks, seed)` pipelined on one queue (16 in flight) and waits for all.
+fn pipelined_writes(
+    c: &mut raidline_initiator::Controller<raidline_fabric::mem::MemFabric>,
+    ns: &raidline_initiator::Namespace,
+    writes: &[(u64, u32, u64)],
+) {
+    use raidline_initiator::io::{submit_rw, IoOp};
+    let mut q = c.take_io_queues().pop().unwrap();
+    let mut next = 0;
+    let mut done = Vec::new();
+    while next < writes.len() || q.in_flight() > 0 {
+        while next < writes.len() {
+            let Some(tag) = q.alloc() else { break };
+            let (lba, blocks, seed) = writes[next];
+            q.write_data(tag, 0, &pattern(seed, blocks as usize * 4096))
+                .unwrap();
+            submit_rw(&mut q, tag, IoOp::Write, ns, Lba(lba), blocks).unwrap();
+            next += 1;
+        }
+        done.clear();
+        q.poll(&mut done);
+        for &t in &done {
+            let f = q.take(t).expect("finished");
+            f.result.expect("write acknowledged");
+        }
+        std::thread::sleep(std::time::Duration::from_micros(50));
+    }
+    c.io.push(q);
+}
+
+/// Host writes of 4 KiB to 160 KiB, 16 in flight, many sharing stripes (64 KiB chunks, 192
+/// KiB stripes): the array's writes run on the poller's ring (counted), parked while a
+/// neighbour holds the stripe; everything reads back and parity is consistent.
+#[test]
+fn array_writes_run_on_the_ring_and_park_on_busy_stripes() {
+    let array = create_array(file_members("ring-writes", None));
+    let cap = array.geometry().capacity_bytes() as usize;
+    let mut model = pattern(0xF111, cap);
+    let mut buf = raidline_raid::AlignedBuf::new(cap, 4096);
+    buf.copy_from_slice(&model);
+    // Marks the array dirty and every bitmap region written (the ring path takes those).
+    array.write(&mut SyncExecutor, ArrayBlock(0), &buf).unwrap();
+    let net = raidline_fabric::mem::MemNetwork::new();
+    let addr = ADDR.parse().unwrap();
+    let target = start(
+        &net,
+        "target0",
+        addr,
+        array.clone(),
+        HostAccess::Any,
+        Limits::default(),
+    );
+    let mut o = options(1);
+    o.io_depth = 16;
+    let mut c = raidline_initiator::Controller::connect(net.device("host1"), addr, o).unwrap();
+    let ns = c.namespace(Nsid(1)).unwrap();
+    let blocks = (cap / 4096) as u64;
+    let mut writes = Vec::new();
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut lba = 0u64;
+    for i in 0..300u64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // Runs of neighbouring small writes (same stripes) and some large ones.
+        let n = [1u32, 1, 2, 3, 8, 16, 40][(x % 7) as usize];
+        if lba + u64::from(n) > blocks || x % 11 == 0 {
+            lba = (x >> 20) % (blocks - 40);
+        }
+        writes.push((lba, n, 0xAB00 + i));
+        lba += u64::from(n);
+    }
+    // In-flight writes must not overlap (their order is the target's): split into waves
+    // of non-overlapping writes.
+    let mut wave: Vec<(u64, u32, u64)> = Vec::new();
+    for w in writes {
+        if wave
+            .iter()
+            .any(|&(l, n, _)| w.0 < l + u64::from(n) && l < w.0 + u64::from(w.1))
+        {
+            pipelined_writes(&mut c, &ns, &wave);
+            wave.clear();
+        }
+        wave.push(w);
+        let at = w.0 as usize * 4096;
+        model[at..at + w.1 as usize * 4096].copy_from_slice(&pattern(w.2, w.1 as usize * 4096));
+    }
+    pipelined_writes(&mut c, &ns, &wave);
+    let dp = &target.shared().data_path;
+    let on_ring = dp.ring_requests.load(Ordering::Relaxed);
+    assert!(on_ring >= 250, "{on_ring} of 300 writes on the ring");
+    let parked = dp.parked_writes.load(Ordering::Relaxed);
+    assert!(parked > 0, "no write waited for a neighbour's stripe");
+    let mut all = vec![0u8; cap];
+    for (i, piece) in all.chunks_mut(1 << 20).enumerate() {
+        c.read(0, &ns, Lba((i * (1 << 20) / 4096) as u64), piece)
+            .unwrap();
+    }
+    assert!(all == model, "the array differs from what was written");
+    c.shutdown().unwrap();
+    let errs = target.shutdown();
+    assert!(errs.is_empty(), "{errs:?}");
+    let scrub = array
+        .scrub_step(&mut SyncExecutor, u64::MAX, false)
+        .unwrap();
+    assert_eq!(scrub.mismatches, 0, "parity disagrees with the data");
+    assert_eq!(array.torn_writes(), 0);
+}
+
+/// A member whose io_uring writes fail: a write on the ring is torn (some member writes
+/// landed), redone by the engine on the workers, which fails the member and completes the
+/// write degraded: the host sees success, every block reads back, and no torn write is left.
+#[test]
+fn a_write_failing_on_the_ring_is_redone_by_the_engine_and_fails_the_member() {
+    let bad = 1;
+    let array = create_array(file_members("ring-torn", Some(bad)));
+    let cap = array.geometry().capacity_bytes() as usize;
+    let mut model = pattern(0x7042, cap);
+    let mut buf = raidline_raid::AlignedBuf::new(cap, 4096);
+    buf.copy_from_slice(&model);
+    array.write(&mut SyncExecutor, ArrayBlock(0), &buf).unwrap();
+    let net = raidline_fabric::mem::MemNetwork::new();
+    let addr = ADDR.parse().unwrap();
+    let target = start(
+        &net,
+        "target0",
+        addr,
+        array.clone(),
+        HostAccess::Any,
+        Limits::default(),
+    );
+    let mut c =
+        raidline_initiator::Controller::connect(net.device("host1"), addr, options(1)).unwrap();
+    let ns = c.namespace(Nsid(1)).unwrap();
+    // A whole stripe: no reads, so its writes reach the ring (the bad member's fails).
+    let data = pattern(0x99, 3 * 65536);
+    c.write(0, &ns, Lba(48), &data)
+        .expect("the write is redone, not failed");
+    model[48 * 4096..48 * 4096 + data.len()].copy_from_slice(&data);
+    assert_eq!(
+        array.degraded_roles(),
+        vec![bad],
+        "the failing member is failed"
+    );
+    assert_eq!(array.torn_writes(), 0, "the redo ended the torn state");
+    let dp = &target.shared().data_path;
+    assert!(dp.ring_requests.load(Ordering::Relaxed) >= 1);
+    assert!(dp.worker_requests.load(Ordering::Relaxed) >= 1);
+    let mut all = vec![0u8; cap];
+    for (i, piece) in all.chunks_mut(1 << 20).enumerate() {
+        c.read(0, &ns, Lba((i * (1 << 20) / 4096) as u64), piece)
+            .unwrap();
+    }
+    assert!(all == model, "the degraded array differs");
+    c.shutdown().unwrap();
+    let errs = target.shutdown();
+    assert!(errs.is_empty(), "{errs:?}");
+}

@@ -211,6 +211,7 @@ impl Array {
             cover_due: AtomicBool::new(false),
             flush_gates: (0..geo.members()).map(|_| Default::default()).collect(),
             resync_gaps: AtomicBool::new(false),
+            torn: std::sync::atomic::AtomicUsize::new(0),
             bitmap: bitmap::Bitmap::new(&meta, geo.stripes(), bits),
             geo,
             meta,

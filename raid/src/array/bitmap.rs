@@ -117,7 +117,24 @@ impl Bitmap {
         result
     }
 
-    /// Ends a write registered by `begin`.
+    /// Registers a write to stripes `first..=last` only if their bits are set already (no
+    /// bitmap write is needed): `false`, registering nothing, otherwise. For a caller that
+    /// must not block (a poller); it hands the write to one that may.
+    pub(crate) fn try_begin(&self, first: u64, last: u64) -> bool {
+        let mut st = self.lock();
+        let regions = first / self.region_stripes..=last / self.region_stripes;
+        let set = |st: &State, r: u64| st.bits[(r / 8) as usize] & (1u8 << (r % 8)) != 0;
+        if !regions.clone().all(|r| set(&st, r)) {
+            return false;
+        }
+        for r in regions {
+            st.inflight[r as usize] += 1;
+            st.touched[r as usize] = true;
+        }
+        true
+    }
+
+    /// Ends a write registered by `begin` or `try_begin`.
     pub(crate) fn end(&self, first: u64, last: u64) {
         let mut st = self.lock();
         for r in first / self.region_stripes..=last / self.region_stripes {

@@ -52,21 +52,39 @@ impl StripeLocks {
             stripes: want,
         }
     }
-}
 
-impl Drop for StripeGuard<'_> {
-    fn drop(&mut self) {
-        let mut held = self.locks.held.lock().unwrap_or_else(|p| p.into_inner());
-        for s in &self.stripes {
+    /// Takes every stripe of `want` (sorted, no duplicates) if none is held, without waiting:
+    /// `false` (nothing taken) when one is. For a caller that cannot wait (a poller): it
+    /// parks the request and tries again later; it releases with [`StripeLocks::unlock`].
+    pub fn try_lock(&self, want: &[u64]) -> bool {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        if want.iter().any(|s| held.stripes.contains(s)) {
+            return false;
+        }
+        held.stripes.extend(want.iter().copied());
+        true
+    }
+
+    /// Releases stripes taken by [`StripeLocks::try_lock`] (or a guard's), waking waiters
+    /// only when there are any.
+    pub fn unlock(&self, stripes: &[u64]) {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        for s in stripes {
             held.stripes.remove(s);
         }
         // A waiter counts itself under the mutex before it sleeps, so none can be missed.
         let wake = held.waiters > 0;
         drop(held);
         if wake {
-            self.locks.wakeups.fetch_add(1, Ordering::Relaxed);
-            self.locks.freed.notify_all();
+            self.wakeups.fetch_add(1, Ordering::Relaxed);
+            self.freed.notify_all();
         }
+    }
+}
+
+impl Drop for StripeGuard<'_> {
+    fn drop(&mut self) {
+        self.locks.unlock(&self.stripes);
     }
 }
 
@@ -106,6 +124,21 @@ mod tests {
         }
         let held = locks.held.lock().unwrap();
         assert!(held.stripes.is_empty() && held.waiters == 0);
+    }
+
+    #[test]
+    fn try_lock_takes_all_or_nothing_and_never_waits() {
+        let locks = StripeLocks::default();
+        assert!(locks.try_lock(&[1, 4]));
+        assert!(!locks.try_lock(&[2, 4]), "stripe 4 is held");
+        assert!(locks.try_lock(&[2, 3]), "a refused try took nothing");
+        let g = std::thread::scope(|s| s.spawn(|| locks.try_lock(&[1])).join().unwrap());
+        assert!(!g);
+        locks.unlock(&[1, 4]);
+        assert!(locks.try_lock(&[1, 4]));
+        locks.unlock(&[1, 2, 3, 4]);
+        assert!(locks.held.lock().unwrap().stripes.is_empty());
+        assert_eq!(locks.wakeups.load(Ordering::Relaxed), 0);
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub mod ppl;
 pub mod read;
 pub mod replace;
 pub mod sync;
+pub mod task;
 pub mod write;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -46,6 +47,7 @@ pub use assemble::{AssembleOptions, Assembled};
 pub use read::DirectRead;
 pub use replace::ReplaceStatus;
 pub use sync::{SyncKind, SyncProgress, Throttle};
+pub use task::{WriteNext, WriteStart, WriteTask};
 
 /// An engine scratch buffer (one chunk): from the registered arena while it lasts, else
 /// from the heap.
@@ -71,6 +73,24 @@ impl std::ops::DerefMut for Scratch {
             Scratch::Arena(b) => b,
             Scratch::Heap(b) => b,
         }
+    }
+}
+
+/// A RAID engine scratch buffer lent to a caller's ring with the operations that use it
+/// ([`crate::RingRequest::scratch`]); opaque outside the engine.
+#[derive(Debug)]
+pub struct EngineBuf(pub(crate) Scratch);
+
+impl std::ops::Deref for EngineBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for EngineBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.0
     }
 }
 
@@ -353,6 +373,10 @@ pub struct Array {
     flush_gates: Vec<flush::FlushGate>,
     /// A resync skipped stripes (a member went missing): stop clearing bitmap bits.
     resync_gaps: AtomicBool,
+    /// Completion-driven writes that failed part-way and wait for their redo
+    /// ([`Array::end_torn`]): their stripes may hold new data beside old parity, so every
+    /// write reconstructs parity from the data (RCW) meanwhile, never from old parity.
+    torn: std::sync::atomic::AtomicUsize,
     tracker: sync::TrackerCell,
 }
 

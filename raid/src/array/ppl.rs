@@ -242,6 +242,17 @@ impl Inflight {
         InflightGuard { reg: self, epoch }
     }
 
+    /// Ends a registration whose guard was given up ([`InflightGuard::keep`]).
+    pub(crate) fn leave(&self, epoch: u64) {
+        let mut r = self.rounds();
+        if let Some(i) = r.iter().position(|(e, _)| *e == epoch) {
+            r[i].1 -= 1;
+            if r[i].1 == 0 {
+                r.swap_remove(i);
+            }
+        }
+    }
+
     /// The oldest epoch with a round in flight.
     pub(crate) fn oldest(&self) -> Option<u64> {
         self.rounds()
@@ -264,15 +275,19 @@ pub(crate) struct InflightGuard<'a> {
     epoch: u64,
 }
 
+impl InflightGuard<'_> {
+    /// Keeps the registration past the guard (a request that outlives the call that
+    /// planned it); end it with [`Inflight::leave`].
+    pub(crate) fn keep(self) -> u64 {
+        let epoch = self.epoch;
+        std::mem::forget(self);
+        epoch
+    }
+}
+
 impl Drop for InflightGuard<'_> {
     fn drop(&mut self) {
-        let mut r = self.reg.rounds();
-        if let Some(i) = r.iter().position(|(e, _)| *e == self.epoch) {
-            r[i].1 -= 1;
-            if r[i].1 == 0 {
-                r.swap_remove(i);
-            }
-        }
+        self.reg.leave(self.epoch);
     }
 }
 

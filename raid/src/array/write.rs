@@ -47,17 +47,17 @@ pub const ROUND_STRIPES: usize = 8;
 
 /// New data for one chunk of a stripe.
 #[derive(Debug, Clone, Copy)]
-struct ChunkWrite<'d> {
-    data_index: usize,
+pub(super) struct ChunkWrite<'d> {
+    pub data_index: usize,
     /// First row (block within the chunk).
-    start: u64,
+    pub start: u64,
     /// One past the last row.
-    end: u64,
-    data: &'d [u8],
+    pub end: u64,
+    pub data: &'d [u8],
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
+pub(super) enum Mode {
     Rcw,
     Rmw,
     DataOnly,
@@ -68,20 +68,35 @@ enum Mode {
 }
 
 #[derive(Debug)]
-struct Plan<'d> {
-    stripe: StripeIdx,
-    writes: Vec<ChunkWrite<'d>>,
-    lo: u64,
-    hi: u64,
-    mode: Mode,
-    full: bool,
+pub(super) struct Plan<'d> {
+    pub stripe: StripeIdx,
+    pub writes: Vec<ChunkWrite<'d>>,
+    pub lo: u64,
+    pub hi: u64,
+    pub mode: Mode,
+    pub full: bool,
     /// Old rows `[lo, hi)` per data index (only those the mode reads or rebuilds).
-    old: Vec<Option<super::Scratch>>,
-    parity: Option<super::Scratch>,
+    pub old: Vec<Option<super::Scratch>>,
+    pub parity: Option<super::Scratch>,
     /// Log buffer (4 KiB header, then the partial parity over `[lo, hi)`), and the missing
     /// role's data index in this stripe, when this stripe's write is logged (degraded,
     /// parity member usable).
-    log: Option<(AlignedBuf, Option<usize>)>,
+    pub log: Option<(AlignedBuf, Option<usize>)>,
+}
+
+/// The rows of data chunk to read for a plan in `mode` over `[lo, hi)`, given the rows
+/// `written` there (if any): up to two row ranges (empty ones are `(x, x)`).
+pub(super) fn old_rows(
+    mode: Mode,
+    written: Option<(u64, u64)>,
+    lo: u64,
+    hi: u64,
+) -> [(u64, u64); 2] {
+    match (mode, written) {
+        (Mode::Rmw, Some((s, e))) => [(s, e), (0, 0)],
+        (Mode::Rcw, Some((s, e))) => [(lo, s), (e, hi)],
+        _ => [(lo, hi), (0, 0)],
+    }
 }
 
 impl Array {
@@ -180,7 +195,7 @@ impl Array {
         exec: &mut E,
         round: &[(StripeIdx, Vec<ChunkWrite<'_>>)],
     ) -> Result<(), RaidError> {
-        let force_rcw = self.read_state().resync.is_some();
+        let force_rcw = self.read_state().resync.is_some() || self.torn.load(Ordering::SeqCst) > 0;
         // Every epoch this request wrote under stays registered until it returns: a failed
         // attempt may leave a stripe torn until a later attempt rewrites it.
         let mut inflight = Vec::new();
@@ -235,20 +250,25 @@ impl Array {
             };
             let result = result.and_then(|()| self.settle_epoch(&view, &plans, epoch));
             for p in &plans {
-                let c = &self.counters;
-                let counter = match (p.full, p.mode) {
-                    (true, Mode::Rcw) => &c.full_stripe,
-                    (_, Mode::Rcw) => &c.rcw,
-                    (_, Mode::Rmw) => &c.rmw,
-                    (_, Mode::DataOnly) => &c.data_only,
-                    (_, Mode::Reconstruct { .. }) => &c.reconstruct_write,
-                };
-                counter.fetch_add(1, Ordering::Relaxed);
+                self.count_stripe(p.full, p.mode);
             }
             self.release(plans);
             return result;
         }
         Err(RaidError::State("write kept failing on changing members"))
+    }
+
+    /// Counts one stripe written (by how it was written).
+    pub(super) fn count_stripe(&self, full: bool, mode: Mode) {
+        let c = &self.counters;
+        let counter = match (full, mode) {
+            (true, Mode::Rcw) => &c.full_stripe,
+            (_, Mode::Rcw) => &c.rcw,
+            (_, Mode::Rmw) => &c.rmw,
+            (_, Mode::DataOnly) => &c.data_only,
+            (_, Mode::Reconstruct { .. }) => &c.reconstruct_write,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 
     fn release(&self, plans: Vec<Plan<'_>>) {
@@ -265,7 +285,7 @@ impl Array {
     }
 
     /// Roles (with a volatile write cache) a plan writes: its usable data chunks and parity.
-    fn written_roles(&self, view: &View, p: &Plan<'_>) -> Vec<usize> {
+    pub(super) fn written_roles(&self, view: &View, p: &Plan<'_>) -> Vec<usize> {
         let mut roles: Vec<usize> = p
             .writes
             .iter()
@@ -456,7 +476,7 @@ impl Array {
         Ok(true)
     }
 
-    fn plan<'d>(
+    pub(super) fn plan<'d>(
         &self,
         view: &View,
         stripe: StripeIdx,
@@ -580,12 +600,7 @@ impl Array {
                     .member(role.0)
                     .ok_or(RaidError::State("usable member missing"))?;
                 let w = p.writes.iter().find(|w| w.data_index == d);
-                // Row ranges to read, relative to `lo`.
-                let ranges: [(u64, u64); 2] = match (p.mode, w) {
-                    (Mode::Rmw, Some(w)) => [(w.start, w.end), (0, 0)],
-                    (Mode::Rcw, Some(w)) => [(lo, w.start), (w.end, hi)],
-                    _ => [(lo, hi), (0, 0)],
-                };
+                let ranges = old_rows(p.mode, w.map(|w| (w.start, w.end)), lo, hi);
                 let mut rest = &mut old[..(hi - lo) as usize * bs];
                 let mut consumed = lo;
                 for (a, b) in ranges {
@@ -866,7 +881,7 @@ impl Array {
     }
 
     /// Parity (and partial parity) of every plan.
-    fn compute_all(&self, plans: &mut [Plan<'_>]) -> Result<(), RaidError> {
+    pub(super) fn compute_all(&self, plans: &mut [Plan<'_>]) -> Result<(), RaidError> {
         self.compute_full_stripes(plans)?;
         for p in plans
             .iter_mut()

@@ -31,6 +31,7 @@ use std::sync::Arc;
 use io_uring::{opcode, squeue, types, IoUring};
 
 use super::buf::{BufferArena, IoBuf};
+use crate::array::EngineBuf;
 use crate::error::MemberError;
 use crate::member::{check_range, Member};
 
@@ -45,6 +46,15 @@ pub enum RingOpKind {
     Flush,
 }
 
+/// Which of a [`RingRequest`]'s buffers an operation uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RingBuf {
+    /// The request's buffer ([`RingRequest::buf`]).
+    Main,
+    /// One of the engine's scratch buffers ([`RingRequest::scratch`]).
+    Scratch(u16),
+}
+
 /// One member operation of a [`RingRequest`].
 pub struct RingSeg {
     /// The member (it must offer [`Member::direct_fd`]).
@@ -53,7 +63,9 @@ pub struct RingSeg {
     pub kind: RingOpKind,
     /// Byte offset on the member.
     pub offset: u64,
-    /// The part of the request's buffer (empty for a flush).
+    /// The buffer the range lies in.
+    pub buf: RingBuf,
+    /// The part of that buffer (empty for a flush).
     pub range: Range<usize>,
 }
 
@@ -63,6 +75,7 @@ impl std::fmt::Debug for RingSeg {
             .field("member", &self.member.name())
             .field("kind", &self.kind)
             .field("offset", &self.offset)
+            .field("buf", &self.buf)
             .field("range", &self.range)
             .finish()
     }
@@ -75,6 +88,8 @@ pub struct RingRequest {
     pub tag: u64,
     /// The buffer the operations read into or write from.
     pub buf: Option<IoBuf>,
+    /// The RAID engine's scratch buffers (old data, parity) its operations use too.
+    pub scratch: Vec<EngineBuf>,
     /// The operations (they may run in any order and in parallel; their ranges must not
     /// overlap where one reads).
     pub segs: Vec<RingSeg>,
@@ -87,6 +102,8 @@ pub struct RingCompletion {
     pub tag: u64,
     /// Its buffer, back.
     pub buf: Option<IoBuf>,
+    /// Its scratch buffers, back.
+    pub scratch: Vec<EngineBuf>,
     /// Its operations, for the caller's bookkeeping (which member failed).
     pub segs: Vec<RingSeg>,
     /// The first failure: the operation's index and the error.
@@ -246,15 +263,25 @@ impl OwnedRing {
     /// [`OwnedRing::pump`]. Refused (the request is handed back untouched, with the reason)
     /// when a member has no descriptor for direct I/O, or an operation's range, offset or
     /// alignment is wrong for its member.
+    // The request comes back by value (no allocation per refusal); its size is its fields'.
+    #[allow(clippy::result_large_err)]
     pub fn submit(&mut self, req: RingRequest) -> Result<(), (RingRequest, MemberError)> {
         if req.segs.is_empty() || req.segs.len() >= MAX_SEGS {
             let e = MemberError::Unsupported("a request of no operations or too many");
             return Err((req, e));
         }
         let mut states = Vec::with_capacity(req.segs.len());
-        let base = req.buf.as_ref().map_or(0, |b| b.as_ptr() as usize);
-        let buf_len = req.buf.as_ref().map_or(0, |b| b.len());
         for seg in &req.segs {
+            let (base, buf_len) = match seg.buf {
+                RingBuf::Main => req
+                    .buf
+                    .as_ref()
+                    .map_or((0, 0), |b| (b.as_ptr() as usize, b.len())),
+                RingBuf::Scratch(i) => req
+                    .scratch
+                    .get(usize::from(i))
+                    .map_or((0, 0), |b| (b.as_ptr() as usize, b.len())),
+            };
             let Some(fd) = seg.member.direct_fd().map(|f| f.as_raw_fd()) else {
                 let e = MemberError::Unsupported("the member has no descriptor for direct I/O");
                 return Err((req, e));
@@ -317,11 +344,15 @@ impl OwnedRing {
                 .build(),
             kind => {
                 // The request owns the buffer until this entry's completion is reaped.
-                let buf = flight
-                    .req
-                    .buf
-                    .as_mut()
-                    .map_or(std::ptr::null_mut(), |b| b.as_mut_ptr());
+                let buf = match seg.buf {
+                    RingBuf::Main => flight.req.buf.as_mut().map(|b| b.as_mut_ptr()),
+                    RingBuf::Scratch(i) => flight
+                        .req
+                        .scratch
+                        .get_mut(usize::from(i))
+                        .map(|b| b.as_mut_ptr()),
+                }
+                .unwrap_or(std::ptr::null_mut());
                 // SAFETY: `submit` checked `range` lies inside the buffer; `done` < its
                 // length, so the pointer stays inside the same allocation.
                 let ptr = unsafe { buf.add(seg.range.start + st.done) };
@@ -456,6 +487,7 @@ impl OwnedRing {
                 out.push(RingCompletion {
                     tag: flight.req.tag,
                     buf: flight.req.buf,
+                    scratch: flight.req.scratch,
                     segs: flight.req.segs,
                     result: flight.error.map_or(Ok(()), Err),
                 });
@@ -558,6 +590,7 @@ mod tests {
             }
             let segs = (0..4)
                 .map(|k| RingSeg {
+                    buf: RingBuf::Main,
                     member: m.clone(),
                     kind: RingOpKind::Write,
                     offset: t * 16384 + k * 4096,
@@ -565,6 +598,7 @@ mod tests {
                 })
                 .collect();
             r.submit(RingRequest {
+                scratch: Vec::new(),
                 tag: t,
                 buf: Some(b),
                 segs,
@@ -583,6 +617,7 @@ mod tests {
         let b = big.pop().unwrap();
         let segs = (0..20u64)
             .map(|t| RingSeg {
+                buf: RingBuf::Main,
                 member: m.clone(),
                 kind: RingOpKind::Read,
                 offset: t * 16384,
@@ -590,6 +625,7 @@ mod tests {
             })
             .collect();
         r.submit(RingRequest {
+            scratch: Vec::new(),
             tag: 99,
             buf: Some(b),
             segs,
@@ -605,9 +641,11 @@ mod tests {
             }
         }
         r.submit(RingRequest {
+            scratch: Vec::new(),
             tag: 7,
             buf: None,
             segs: vec![RingSeg {
+                buf: RingBuf::Main,
                 member: m.clone(),
                 kind: RingOpKind::Flush,
                 offset: 0,
@@ -629,6 +667,7 @@ mod tests {
         let mut bufs = BufferArena::with_buffers(1, 8192, 4096).unwrap();
         let b = bufs.pop().unwrap();
         let seg = |offset: u64, range: Range<usize>| RingSeg {
+            buf: RingBuf::Main,
             member: m.clone(),
             kind: RingOpKind::Read,
             offset,
@@ -636,6 +675,7 @@ mod tests {
         };
         // Misaligned range, range past the buffer, past the member's end: handed back.
         let mut req = RingRequest {
+            scratch: Vec::new(),
             tag: 1,
             buf: Some(b),
             segs: vec![seg(0, 512..4096)],
@@ -653,6 +693,7 @@ mod tests {
         // A member without a descriptor.
         let mem: Arc<dyn Member> = Arc::new(crate::member::MemMember::new("mem", 1 << 20));
         req.segs = vec![RingSeg {
+            buf: RingBuf::Main,
             member: mem,
             kind: RingOpKind::Read,
             offset: 0,
@@ -672,9 +713,11 @@ mod tests {
         for t in 0..8u64 {
             let b = bufs.pop().unwrap();
             r.submit(RingRequest {
+                scratch: Vec::new(),
                 tag: t,
                 buf: Some(b),
                 segs: vec![RingSeg {
+                    buf: RingBuf::Main,
                     member: m.clone(),
                     kind: RingOpKind::Write,
                     offset: t * 65536,

@@ -22,8 +22,8 @@ use std::thread::JoinHandle;
 use super::ArraySlot;
 use raidline_raid::{
     Array, BufferArena, Completion, Executor, FileMember, Member, MemberError, MemberOp, OwnedRing,
-    RaidError, RaidQueue, Request, RequestKind, RingOpKind, RingRequest, RingSeg, SyncExecutor,
-    UringExecutor,
+    RaidError, RaidQueue, Request, RequestKind, RingBuf, RingOpKind, RingRequest, RingSeg,
+    SyncExecutor, UringExecutor,
 };
 
 /// What stores a namespace.
@@ -136,12 +136,14 @@ pub(crate) fn try_direct(
     };
     let segs = match (backend, req.kind) {
         (Backend::File(m), RequestKind::Flush) => vec![RingSeg {
+            buf: RingBuf::Main,
             member: m.clone(),
             kind: RingOpKind::Flush,
             offset: 0,
             range: 0..0,
         }],
         (Backend::File(m), kind) if buf_ok(&req) => vec![RingSeg {
+            buf: RingBuf::Main,
             member: m.clone(),
             kind: if kind == RequestKind::Read {
                 RingOpKind::Read
@@ -157,6 +159,7 @@ pub(crate) fn try_direct(
                 Ok(Some(targets)) if !targets.is_empty() => targets
                     .into_iter()
                     .map(|member| RingSeg {
+                        buf: RingBuf::Main,
                         member,
                         kind: RingOpKind::Flush,
                         offset: 0,
@@ -176,6 +179,7 @@ pub(crate) fn try_direct(
                 Ok(Some(reads)) => reads
                     .into_iter()
                     .map(|d| RingSeg {
+                        buf: RingBuf::Main,
                         member: d.member,
                         kind: RingOpKind::Read,
                         offset: d.offset,
@@ -188,6 +192,7 @@ pub(crate) fn try_direct(
         _ => return Err(req),
     };
     let direct = RingRequest {
+        scratch: Vec::new(),
         tag: req.tag,
         buf: req.buf.take(),
         segs,

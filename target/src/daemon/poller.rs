@@ -36,6 +36,7 @@ use raidline_raid::{
 };
 
 mod pace;
+mod writes;
 
 use super::backend::{NsQueue, Waker};
 use super::pool::Pool;
@@ -104,6 +105,8 @@ pub(crate) struct Poller<F: Fabric> {
     /// Per request on the ring: what to hand the engine if it fails there (namespace, kind,
     /// first block, bytes).
     ring_redo: FxHashMap<u64, (usize, RequestKind, ArrayBlock, usize)>,
+    /// Array writes on the ring (the engine's completion-driven path) and parked ones.
+    writes: writes::Writes,
 }
 
 /// What a poller is built from: its completion queue and control channel, its payload pool,
@@ -147,6 +150,7 @@ impl<F: Fabric> Poller<F> {
             ring: io.ring,
             ring_done: Vec::with_capacity(64),
             ring_redo: FxHashMap::default(),
+            writes: writes::Writes::default(),
         }
     }
 
@@ -199,7 +203,8 @@ impl<F: Fabric> Poller<F> {
         // CQ wait below counts whole milliseconds, so shorter waits nap in small steps).
         let due = self.until_due();
         // Completions held back by the CQ itself come with no notification: poll again soon.
-        let due = if self.cq.holds_completions() {
+        // Parked writes wait for stripes other threads may hold: look again soon.
+        let due = if self.cq.holds_completions() || !self.writes.parked.is_empty() {
             Some(due.map_or(HELD_POLL, |d| d.min(HELD_POLL)))
         } else {
             due
@@ -289,6 +294,7 @@ impl<F: Fabric> Poller<F> {
                 self.on_ring(c);
             }
             self.ring_done = out;
+            work += self.retry_parked();
         }
         for i in 0..self.nsq.len() {
             done.clear();
@@ -1107,6 +1113,14 @@ impl<F: Fabric> Poller<F> {
         };
         // The poller's own ring first, where it serves the request (no thread hop).
         let (kind, lba, len) = (request.kind, request.lba, request.len);
+        let request = match self.start_array_write(ns, request, false) {
+            writes::Taken::Yes => {
+                q.elsewhere += 1;
+                self.inflight.insert(tag, (q.qp_num().0, req));
+                return;
+            }
+            writes::Taken::No(request) => request,
+        };
         let request = match self.ring.as_mut() {
             Some(ring) => {
                 match super::backend::try_direct(&self.shared.namespaces[ns].backend, request, ring)
@@ -1155,6 +1169,9 @@ impl<F: Fabric> Poller<F> {
     /// without it; the poller must not write superblocks); a failed file operation is the
     /// request's error.
     fn on_ring(&mut self, c: RingCompletion) {
+        let Err(c) = self.on_write_task(c) else {
+            return;
+        };
         let redo = self.ring_redo.remove(&c.tag);
         let Err((_, error)) = c.result else {
             return self.on_storage(Done {
@@ -1197,6 +1214,7 @@ impl<F: Fabric> Poller<F> {
     }
 
     fn on_storage(&mut self, c: Done) {
+        self.note_worker_done(c.tag);
         let Some((qpn, mut req)) = self.inflight.remove(&c.tag) else {
             if let Some(b) = c.buf {
                 self.pool.put(b);

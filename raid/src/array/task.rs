@@ -1,0 +1,621 @@
+//! Completion-driven writes: a write as a state machine with no I/O of its own (sans-IO, as
+//! quinn-proto is for QUIC), for a caller that must never wait (a poller with its own
+//! io_uring).
+//!
+//! [`Array::start_write`] plans the write and hands back the first batch of member
+//! operations as a [`RingRequest`] (the caller's buffer and the engine's scratch travel with
+//! it); the caller submits it to its ring and feeds the [`RingCompletion`] to
+//! [`WriteTask::complete`], which answers with the next batch, or with the end. A write goes:
+//! - **reads** (read-modify-write: old data and old parity of the written rows;
+//!   reconstruct-write: the unwritten rows), skipped for a whole stripe;
+//! - **writes**: parity is computed when the reads are in, then the new data (straight from
+//!   the caller's buffer) and the parity go out in one batch, and to a hot-replace member
+//!   too where it holds the stripe;
+//! - **flushes**, only when the partial-parity-log epoch changed while the write was in
+//!   flight (the synchronous engine's `settle_epoch`): the roles written, before the stripes
+//!   are unlocked.
+//!
+//! Planning, parity and counters are the synchronous engine's ([`super::write`]); this path
+//! only orders the same steps around completions. It takes only what it can take without
+//! waiting, and declines what it cannot serve ([`WriteStart::Declined`]: use
+//! [`Array::write`] on a thread that may block):
+//! - the stripes are taken with [`super::locks::StripeLocks::try_lock`]; a held one gives
+//!   [`WriteStart::Busy`] (nothing taken; try again when something completed);
+//! - the write-intent bitmap bits must be set already (setting one writes every member);
+//! - the array must be healthy and need no partial-parity-log entry (policy `always` logs
+//!   every write that is not a whole stripe: declined), be marked dirty already, have no
+//!   log-cover record due, and no torn write waiting for its redo;
+//! - at most [`super::write::ROUND_STRIPES`] stripes.
+//!
+//! Failures: the path never marks a member failed (that writes superblocks). A failed read
+//! ends the task with nothing written: redo it with [`Array::write`], which marks the member
+//! failed and replans. A failed write leaves the stripes torn (new data beside old parity, or
+//! the reverse): the task counts the array torn before it unlocks them, and every write
+//! reconstructs parity from the data (never from old parity) until the redo, which rewrites
+//! the whole request and then calls [`Array::end_torn`].
+
+use std::ops::Range;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::geometry::{ArrayBlock, StripeIdx};
+use crate::member::Member;
+use crate::superblock::SlotState;
+use crate::sys::buf::IoBuf;
+use crate::sys::ring::{RingBuf, RingCompletion, RingOpKind, RingRequest, RingSeg};
+
+use super::write::{old_rows, ChunkWrite, Mode, Plan, ROUND_STRIPES};
+use super::{Array, EngineBuf, Scratch, View};
+
+/// What [`Array::start_write`] did.
+// By value on purpose: one per write, no allocation; it moves once, into the ring.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum WriteStart {
+    /// Submit the request; feed its completion to [`WriteTask::complete`].
+    Started(WriteTask, RingRequest),
+    /// A stripe it needs is held by another write or by maintenance: nothing was taken; try
+    /// again after something completed.
+    Busy(IoBuf),
+    /// Not for this path now: write it with [`Array::write`] on a thread that may block.
+    Declined(IoBuf),
+}
+
+/// What a [`WriteTask`] wants after a completion.
+#[derive(Debug)]
+pub enum WriteNext {
+    /// Submit this request next (same tag).
+    Submit(RingRequest),
+    /// Every member write completed (durable after a flush, as with [`Array::write`]); the
+    /// request's buffer, back.
+    Done(Option<IoBuf>),
+    /// A member operation failed: write the request again with [`Array::write`] (it marks the
+    /// member failed). With `torn`, call [`Array::end_torn`] once that redo has returned.
+    Redo {
+        /// The request's buffer, back.
+        buf: Option<IoBuf>,
+        /// Writes may have landed in part.
+        torn: bool,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Reads,
+    Writes,
+    Flushes,
+}
+
+/// New data of one chunk: rows `[start, end)` of data index `data_index`, from byte `at` of
+/// the request's buffer.
+#[derive(Debug)]
+struct TaskWrite {
+    data_index: usize,
+    start: u64,
+    end: u64,
+    at: usize,
+}
+
+/// A stripe's plan while its buffers travel with the requests: scratch by index.
+#[derive(Debug)]
+struct TaskPlan {
+    stripe: StripeIdx,
+    writes: Vec<TaskWrite>,
+    lo: u64,
+    hi: u64,
+    mode: Mode,
+    full: bool,
+    old: Vec<Option<u16>>,
+    parity: Option<u16>,
+}
+
+/// One write on the completion-driven path (see the module documentation). It holds its
+/// stripes, bitmap regions and log-epoch registration until it ends: drive it to
+/// [`WriteNext::Done`] or [`WriteNext::Redo`], or [`WriteTask::abort`] it.
+#[derive(Debug)]
+pub struct WriteTask {
+    tag: u64,
+    stripes: Vec<u64>,
+    first: u64,
+    last: u64,
+    epoch: u64,
+    view: View,
+    plans: Vec<TaskPlan>,
+    phase: Phase,
+    ended: bool,
+}
+
+impl Array {
+    /// Starts writing `len` bytes of `buf` (whole blocks) at block `start` on the
+    /// completion-driven path (see [`WriteTask`]). With `need_fds`, declines unless every
+    /// member involved offers a descriptor for direct I/O (what an [`crate::OwnedRing`]
+    /// needs).
+    pub fn start_write(
+        &self,
+        tag: u64,
+        start: ArrayBlock,
+        len: usize,
+        buf: IoBuf,
+        need_fds: bool,
+    ) -> WriteStart {
+        let Some(stripes) = self.task_stripes(start, len, &buf) else {
+            return WriteStart::Declined(buf);
+        };
+        let ids: Vec<u64> = stripes.iter().map(|(s, _)| s.0).collect();
+        if !self.locks.try_lock(&ids) {
+            return WriteStart::Busy(buf);
+        }
+        let (first, last) = (ids[0], ids[ids.len() - 1]);
+        let entered = {
+            let st = self.read_state();
+            let healthy = st.failed.is_none()
+                && st
+                    .slots
+                    .iter()
+                    .all(|s| s.state == SlotState::Active && s.member.is_some());
+            let logged = !st.ppl_off && st.ppl_always;
+            match (healthy && !logged, Self::view_of(&st)) {
+                (true, Ok(view)) => {
+                    let force_rcw = st.resync.is_some();
+                    let epoch = st.ppl_epoch;
+                    // Under the state lock, as `enter_writes`: an epoch change sees it.
+                    Some((view, force_rcw, self.inflight.enter(epoch).keep()))
+                }
+                _ => None,
+            }
+        };
+        let Some((view, force_rcw, epoch)) = entered else {
+            self.locks.unlock(&ids);
+            return WriteStart::Declined(buf);
+        };
+        let fds_ok = || {
+            let present = view.members.iter().flatten();
+            let mirror = view.replacement.iter().map(|(_, m, _)| m);
+            present.chain(mirror).all(|m| m.direct_fd().is_some())
+        };
+        if (need_fds && !fds_ok()) || !self.bitmap.try_begin(first, last) {
+            self.inflight.leave(epoch);
+            self.locks.unlock(&ids);
+            return WriteStart::Declined(buf);
+        }
+        let mut task = WriteTask {
+            tag,
+            stripes: ids,
+            first,
+            last,
+            epoch,
+            view,
+            plans: Vec::with_capacity(stripes.len()),
+            phase: Phase::Reads,
+            ended: false,
+        };
+        let mut scratch: Vec<Option<Scratch>> = Vec::new();
+        for (stripe, writes) in &stripes {
+            let plan = match self.plan(&task.view, *stripe, writes, force_rcw, None) {
+                Ok(p) => p,
+                Err(_) => {
+                    self.end_task(&mut task, scratch);
+                    return WriteStart::Declined(buf);
+                }
+            };
+            task.plans
+                .push(TaskPlan::keep(plan, buf.as_ptr() as usize, &mut scratch));
+        }
+        drop(stripes);
+        let reads = self.read_segs(&task);
+        if !reads.is_empty() {
+            let req = RingRequest {
+                tag,
+                buf: Some(buf),
+                scratch: lend(scratch),
+                segs: reads,
+            };
+            return WriteStart::Started(task, req);
+        }
+        match self.write_request(&mut task, buf, scratch) {
+            Ok(req) => WriteStart::Started(task, req),
+            Err(buf) => WriteStart::Declined(buf),
+        }
+    }
+
+    /// The request cut per stripe, when this path may take it.
+    #[allow(clippy::type_complexity)]
+    fn task_stripes<'d>(
+        &self,
+        start: ArrayBlock,
+        len: usize,
+        buf: &'d IoBuf,
+    ) -> Option<Vec<(StripeIdx, Vec<ChunkWrite<'d>>)>> {
+        let bs = self.geo.block_bytes();
+        if len == 0 || !len.is_multiple_of(bs) || len > buf.len() {
+            return None;
+        }
+        self.check_alignment(buf.as_ptr() as usize).ok()?;
+        if !self.dirty_flag.load(Ordering::Acquire)
+            || self.torn.load(Ordering::SeqCst) > 0
+            || self.cover_due.load(Ordering::SeqCst)
+        {
+            return None;
+        }
+        let segs = self.geo.segments(start, (len / bs) as u64).ok()?;
+        let mut stripes: Vec<(StripeIdx, Vec<ChunkWrite<'d>>)> = Vec::with_capacity(2);
+        for seg in segs {
+            let off = seg.request_offset as usize * bs;
+            let cw = ChunkWrite {
+                data_index: seg.at.data_index,
+                start: seg.at.offset_in_chunk,
+                end: seg.at.offset_in_chunk + seg.blocks,
+                data: &buf[off..off + seg.blocks as usize * bs],
+            };
+            match stripes.last_mut() {
+                Some((s, v)) if *s == seg.at.stripe => v.push(cw),
+                _ => {
+                    if stripes.len() == ROUND_STRIPES {
+                        return None;
+                    }
+                    stripes.push((seg.at.stripe, vec![cw]))
+                }
+            }
+        }
+        Some(stripes)
+    }
+
+    /// The reads of every plan (into scratch), as the synchronous engine's read phase.
+    fn read_segs(&self, task: &WriteTask) -> Vec<RingSeg> {
+        let bs = self.geo.block_bytes();
+        let mut segs = Vec::new();
+        for p in &task.plans {
+            let base = self.geo.stripe_member_block(p.stripe).0;
+            let (lo, hi) = (p.lo, p.hi);
+            if p.mode == Mode::Rmw {
+                let pm = self.geo.parity_member(p.stripe).0;
+                if let (Some(i), Some(m)) = (p.parity, &task.view.members[pm]) {
+                    segs.push(seg(
+                        m,
+                        RingOpKind::Read,
+                        self.member_offset(base + lo),
+                        i,
+                        0..(hi - lo) as usize * bs,
+                    ));
+                }
+            }
+            for (d, old) in p.old.iter().enumerate() {
+                let Some(i) = *old else { continue };
+                let role = self.geo.data_member(p.stripe, d).0;
+                let Some(m) = &task.view.members[role] else {
+                    continue;
+                };
+                let w = p.writes.iter().find(|w| w.data_index == d);
+                for (a, b) in old_rows(p.mode, w.map(|w| (w.start, w.end)), lo, hi) {
+                    if b > a {
+                        let rel = (a - lo) as usize * bs..(b - lo) as usize * bs;
+                        segs.push(seg(
+                            m,
+                            RingOpKind::Read,
+                            self.member_offset(base + a),
+                            i,
+                            rel,
+                        ));
+                    }
+                }
+            }
+        }
+        segs
+    }
+
+    /// Computes parity (the synchronous engine's code, over the plans rebuilt around the
+    /// buffers) and returns the write batch: new data from `buf`, parity from scratch, and
+    /// the hot-replace copies. `Err` (the task ended) if the engine failed: nothing written.
+    fn write_request(
+        &self,
+        task: &mut WriteTask,
+        buf: IoBuf,
+        mut scratch: Vec<Option<Scratch>>,
+    ) -> Result<RingRequest, IoBuf> {
+        let computed = {
+            let mut plans: Vec<Plan<'_>> = task
+                .plans
+                .iter()
+                .map(|p| p.lend(&buf, &mut scratch, self.geo.block_bytes()))
+                .collect();
+            let r = self.compute_all(&mut plans);
+            for (tp, p) in task.plans.iter().zip(plans) {
+                tp.take_back(p, &mut scratch);
+            }
+            r
+        };
+        if computed.is_err() {
+            self.end_task(task, scratch);
+            return Err(buf);
+        }
+        let bs = self.geo.block_bytes();
+        let mut segs = Vec::new();
+        let view = &task.view;
+        for p in &task.plans {
+            let base = self.geo.stripe_member_block(p.stripe).0;
+            for w in &p.writes {
+                let role = self.geo.data_member(p.stripe, w.data_index).0;
+                let Some(m) = &view.members[role] else {
+                    continue;
+                };
+                let off = self.member_offset(base + w.start);
+                let range = w.at..w.at + (w.end - w.start) as usize * bs;
+                for m in std::iter::once(m).chain(mirror(view, role, p.stripe)) {
+                    segs.push(RingSeg {
+                        member: m.clone(),
+                        kind: RingOpKind::Write,
+                        offset: off,
+                        buf: RingBuf::Main,
+                        range: range.clone(),
+                    });
+                }
+            }
+            let pm = self.geo.parity_member(p.stripe).0;
+            if let (Some(i), Some(m)) = (p.parity, &view.members[pm]) {
+                let off = self.member_offset(base + p.lo);
+                let range = 0..(p.hi - p.lo) as usize * bs;
+                for m in std::iter::once(m).chain(mirror(view, pm, p.stripe)) {
+                    segs.push(seg(m, RingOpKind::Write, off, i, range.clone()));
+                }
+            }
+        }
+        task.phase = Phase::Writes;
+        Ok(RingRequest {
+            tag: task.tag,
+            buf: Some(buf),
+            scratch: lend(scratch),
+            segs,
+        })
+    }
+
+    /// Releases what a task holds: stripes, bitmap regions, its epoch registration, scratch.
+    fn end_task(&self, task: &mut WriteTask, scratch: Vec<Option<Scratch>>) {
+        if std::mem::replace(&mut task.ended, true) {
+            return;
+        }
+        self.give_scratch(scratch.into_iter().flatten());
+        self.bitmap.end(task.first, task.last);
+        self.inflight.leave(task.epoch);
+        self.locks.unlock(&task.stripes);
+    }
+
+    /// A torn completion-driven write was redone (successfully or not): writes may use old
+    /// parity again once no other torn write waits (see [`WriteNext::Redo`]).
+    pub fn end_torn(&self) {
+        let _ = self
+            .torn
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+    }
+
+    /// Completion-driven writes that failed part-way and wait for their redo.
+    pub fn torn_writes(&self) -> usize {
+        self.torn.load(Ordering::SeqCst)
+    }
+}
+
+impl WriteTask {
+    /// The caller's tag (every request of the task carries it).
+    pub fn tag(&self) -> u64 {
+        self.tag
+    }
+
+    /// Feeds the completion of the request the task handed out last.
+    pub fn complete(&mut self, array: &Array, c: RingCompletion) -> WriteNext {
+        let scratch: Vec<Option<Scratch>> = c.scratch.into_iter().map(|b| Some(b.0)).collect();
+        let Some(buf) = c.buf else {
+            // Not a request of this task (its requests always carry the buffer).
+            array.end_task(self, scratch);
+            return WriteNext::Redo {
+                buf: None,
+                torn: false,
+            };
+        };
+        let done = |buf: IoBuf| WriteNext::Done(Some(buf));
+        let redo = |buf: IoBuf, torn: bool| WriteNext::Redo {
+            buf: Some(buf),
+            torn,
+        };
+        match (self.phase, c.result) {
+            (Phase::Reads, Err(_)) => {
+                array.end_task(self, scratch);
+                redo(buf, false)
+            }
+            (Phase::Reads, Ok(())) => {
+                // A member failed or came back since the plan: plan again (nothing written).
+                if array.read_state().ppl_epoch != self.epoch {
+                    array.end_task(self, scratch);
+                    return redo(buf, false);
+                }
+                match array.write_request(self, buf, scratch) {
+                    Ok(req) => WriteNext::Submit(req),
+                    Err(buf) => redo(buf, false),
+                }
+            }
+            (Phase::Writes, Err(_)) => {
+                // Counted before the stripes unlock: a write that locks them next sees it.
+                array.torn.fetch_add(1, Ordering::SeqCst);
+                array.end_task(self, scratch);
+                redo(buf, true)
+            }
+            (Phase::Writes, Ok(())) => {
+                for p in &self.plans {
+                    array.count_stripe(p.full, p.mode);
+                }
+                array.counters.writes.fetch_add(1, Ordering::Relaxed);
+                let roles = if array.read_state().ppl_epoch != self.epoch {
+                    self.written_roles(array)
+                } else {
+                    Vec::new()
+                };
+                if roles.is_empty() {
+                    array.end_task(self, scratch);
+                    return done(buf);
+                }
+                self.phase = Phase::Flushes;
+                let segs = roles
+                    .into_iter()
+                    .filter_map(|r| self.view.members[r].clone())
+                    .map(|member| RingSeg {
+                        member,
+                        kind: RingOpKind::Flush,
+                        offset: 0,
+                        buf: RingBuf::Main,
+                        range: 0..0,
+                    })
+                    .collect();
+                WriteNext::Submit(RingRequest {
+                    tag: self.tag,
+                    buf: Some(buf),
+                    scratch: lend(scratch),
+                    segs,
+                })
+            }
+            (Phase::Flushes, r) => {
+                array.end_task(self, scratch);
+                match r {
+                    Ok(()) => done(buf),
+                    // Written whole (the stripes are consistent); the redo's engine notices
+                    // a member that keeps failing.
+                    Err(_) => redo(buf, false),
+                }
+            }
+        }
+    }
+
+    /// Ends the task when its caller cannot submit `req`, the request it handed out last
+    /// (its ring refused it): returns the caller's buffer, to write with [`Array::write`].
+    /// Nothing of that request was written.
+    pub fn abort(mut self, array: &Array, req: RingRequest) -> Option<IoBuf> {
+        let scratch = req.scratch.into_iter().map(|b| Some(b.0)).collect();
+        array.end_task(&mut self, scratch);
+        req.buf
+    }
+
+    /// Roles with a volatile cache this task wrote (flushed when the epoch changed under it).
+    fn written_roles(&self, array: &Array) -> Vec<usize> {
+        let geo = array.geometry();
+        let mut roles: Vec<usize> = Vec::new();
+        for p in &self.plans {
+            let data = p
+                .writes
+                .iter()
+                .map(|w| geo.data_member(p.stripe, w.data_index).0);
+            let parity = p.parity.map(|_| geo.parity_member(p.stripe).0);
+            roles.extend(data.chain(parity));
+        }
+        roles.sort_unstable();
+        roles.dedup();
+        roles.retain(|&r| {
+            self.view
+                .member(r)
+                .is_some_and(|m| m.volatile_write_cache())
+        });
+        roles
+    }
+}
+
+impl Drop for WriteTask {
+    fn drop(&mut self) {
+        debug_assert!(
+            self.ended || std::thread::panicking(),
+            "a write task was dropped holding its stripes"
+        );
+    }
+}
+
+impl TaskPlan {
+    /// Keeps a plan's layout, its scratch moved to `scratch` (by index); data by offset from
+    /// the request buffer's address `base`.
+    fn keep(p: Plan<'_>, base: usize, scratch: &mut Vec<Option<Scratch>>) -> TaskPlan {
+        let mut put = |b: Option<Scratch>| {
+            b.map(|b| {
+                scratch.push(Some(b));
+                (scratch.len() - 1) as u16
+            })
+        };
+        let old = p.old.into_iter().map(&mut put).collect();
+        let parity = put(p.parity);
+        TaskPlan {
+            stripe: p.stripe,
+            writes: p
+                .writes
+                .iter()
+                .map(|w| TaskWrite {
+                    data_index: w.data_index,
+                    start: w.start,
+                    end: w.end,
+                    at: w.data.as_ptr() as usize - base,
+                })
+                .collect(),
+            lo: p.lo,
+            hi: p.hi,
+            mode: p.mode,
+            full: p.full,
+            old,
+            parity,
+        }
+    }
+
+    /// The engine's plan again, over `buf` and the scratch (moved out of `scratch`).
+    fn lend<'d>(&self, buf: &'d [u8], scratch: &mut [Option<Scratch>], bs: usize) -> Plan<'d> {
+        let mut take = |i: Option<u16>| i.and_then(|i| scratch[usize::from(i)].take());
+        Plan {
+            stripe: self.stripe,
+            writes: self
+                .writes
+                .iter()
+                .map(|w| ChunkWrite {
+                    data_index: w.data_index,
+                    start: w.start,
+                    end: w.end,
+                    data: &buf[w.at..w.at + (w.end - w.start) as usize * bs],
+                })
+                .collect(),
+            lo: self.lo,
+            hi: self.hi,
+            mode: self.mode,
+            full: self.full,
+            old: self.old.iter().map(|&i| take(i)).collect(),
+            parity: take(self.parity),
+            log: None,
+        }
+    }
+
+    /// Moves the scratch of `p` (from [`TaskPlan::lend`]) back to its places.
+    fn take_back(&self, p: Plan<'_>, scratch: &mut [Option<Scratch>]) {
+        for (i, b) in self.old.iter().zip(p.old) {
+            if let (Some(i), Some(b)) = (i, b) {
+                scratch[usize::from(*i)] = Some(b);
+            }
+        }
+        if let (Some(i), Some(b)) = (self.parity, p.parity) {
+            scratch[usize::from(i)] = Some(b);
+        }
+    }
+}
+
+/// The scratch of a task, lent to a ring request. Every slot is filled between phases
+/// (the plans hold indices into it).
+fn lend(scratch: Vec<Option<Scratch>>) -> Vec<EngineBuf> {
+    debug_assert!(scratch.iter().all(Option::is_some));
+    scratch.into_iter().flatten().map(EngineBuf).collect()
+}
+
+/// One operation on scratch buffer `i`.
+fn seg(m: &Arc<dyn Member>, kind: RingOpKind, offset: u64, i: u16, range: Range<usize>) -> RingSeg {
+    RingSeg {
+        member: m.clone(),
+        kind,
+        offset,
+        buf: RingBuf::Scratch(i),
+        range,
+    }
+}
+
+/// The hot-replace member that also gets `role`'s writes in `stripe`.
+fn mirror(view: &View, role: usize, stripe: StripeIdx) -> Option<&Arc<dyn Member>> {
+    match &view.replacement {
+        Some((r, m, next)) if *r == role && stripe.0 < *next => Some(m),
+        _ => None,
+    }
+}
