@@ -4,9 +4,9 @@
 //! it over the in-memory fabric, and the initiator library's perf engine drives one I/O queue
 //! at QD16 with 4 KiB random reads, then random writes (read-modify-write on the array). The
 //! same rows run with `storage_workers` = 4 and 16 on the worker path (`io_path = "workers"`),
-//! and with 16 on the poller's own ring (`io_path = "ring"`: reads there, writes still on the
-//! workers), interleaved (run 1 of every row, then run 2, ...); the summary gives medians and
-//! the ratios to the first variant from the same run.
+//! and with 16 on the poller's own ring (`io_path = "ring"`: reads, and writes once their
+//! bitmap region is marked, run there), interleaved (run 1 of every row, then run 2, ...);
+//! the summary gives medians and the ratios to the first variant from the same run.
 //!
 //! Each worker thread runs one array request at a time, so the number of workers is the number
 //! of array requests in flight per poller and namespace; a host queue deeper than that waits.

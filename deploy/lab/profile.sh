@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Where the time goes (not part of CI): one fio job against raidline or the kernel's target in
+# a soft-RoCE guest, with `perf record -a -g` over the whole guest while it runs.
+#
+#   deploy/lab/profile.sh [--job JOB] [--target raidline|kernel] [--io-path ring|workers]
+#                         [--cores N] [--runtime SECS] [--tool perf|strace] [--results DIR]
+#
+# JOB: one of bench.sh's jobs (randread-4k, randwrite-4k, seqwrite-128k, seqread-128k,
+# fullstripe-192k; default randwrite-4k), on RAID-5 over 4 emulated drives (raidline's, or md
+# with an internal bitmap under nvmet-rdma). Output in the results directory (default
+# deploy/lab/runs/<run>/profile): fio's JSON, `perf report` by command and thread, by shared
+# object and by symbol (no children: self time), the call graph of the top symbols, and the
+# guest's CPU busy % over the job; for raidline, CPU time per thread from /proc (schedstat).
+# `--tool strace` counts raidline's system calls per thread instead (`strace -c -f`; it slows
+# the daemon, so its IOPS are not comparable): what each I/O costs in calls and wake-ups.
+# Under TCG perf samples the guest's clock: read its shares as rough, and prefer the thread
+# CPU times and call counts for comparisons.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+
+if [ "${LAB_ROLE:-}" = "" ]; then
+  job=randwrite-4k target=raidline io_path=ring cores=1 runtime=20 results="" tool=perf
+  while [ $# -gt 0 ]; do
+    [ $# -ge 2 ] || { echo "profile.sh: $1 needs a value" >&2; exit 2; }
+    case "$1" in
+      --job) job=$2 ;; --target) target=$2 ;; --io-path) io_path=$2 ;; --cores) cores=$2 ;;
+      --runtime) runtime=$2 ;; --results) results=$2 ;; --tool) tool=$2 ;;
+      *) echo "usage: profile.sh [--job JOB] [--target raidline|kernel] [--io-path ring|workers] [--cores N] [--runtime SECS] [--tool perf|strace] [--results DIR]" >&2; exit 2 ;;
+    esac
+    shift 2
+  done
+  cd "$root"
+  cargo build --release --locked -p raidline-target --bin raidline
+  args=(--drives 4 --drive-size 2G --mem 3072 --timeout $((runtime * 3 + 600))
+        --env "PROF_JOB=$job" --env "PROF_TARGET=$target" --env "PROF_IO_PATH=$io_path"
+        --env "PROF_CORES=$cores" --env "FIO_RUNTIME=$runtime" --env "PROF_TOOL=$tool")
+  [ -z "$results" ] || args+=(--results "$results")
+  exec "$here/run" "${args[@]}" -- "$here/profile.sh"
+fi
+
+# In the guest.
+. "$LAB_DIR/guest/lib.sh"
+job=${PROF_JOB:-randwrite-4k}
+target=${PROF_TARGET:-raidline}
+runtime=${FIO_RUNTIME:-20}
+out=$LAB_RUN/profile
+mkdir -p "$out"
+nqn=nqn.2026-11.io.raidline:array0
+knqn=nqn.2026-11.io.raidline:ref-md5
+
+lab_modules nvme-rdma raid456 nvmet nvmet-rdma
+lab_nvme_timeouts 30
+lab_hostnqn
+lab_rxe_up eth0
+tool=${PROF_TOOL:-perf}
+command -v "$tool" > /dev/null || lab_fail "$tool is not installed on the host (apt-get install linux-perf strace)"
+# Kernel symbols and call graphs of every process.
+echo -1 > /proc/sys/kernel/perf_event_paranoid
+echo 0 > /proc/sys/kernel/kptr_restrict
+
+case "$job" in
+  randread-4k) fio_args="--rw=randread --bs=4k --iodepth=16 --norandommap" ;;
+  randwrite-4k) fio_args="--rw=randwrite --bs=4k --iodepth=16 --norandommap" ;;
+  seqwrite-128k) fio_args="--rw=write --bs=128k --iodepth=16" ;;
+  seqread-128k) fio_args="--rw=read --bs=128k --iodepth=16" ;;
+  fullstripe-192k) fio_args="--rw=write --bs=192k --blockalign=192k --iodepth=16" ;;
+  *) lab_fail "unknown job $job" ;;
+esac
+
+pid=""
+if [ "$target" = raidline ]; then
+  "$LAB_DIR/raidline.sh" start --addr "$LAB_IP" --nqn "$nqn" --io-path "${PROF_IO_PATH:-ring}" \
+    --cores "${PROF_CORES:-1}"
+  pid=$(cat /run/raidline-lab.pid)
+  sub=$nqn
+else
+  "$LAB_DIR/ref-target.sh" start --addr "$LAB_IP" --nqn "$knqn"
+  sub=$knqn
+fi
+nvme connect -t rdma -a "$LAB_IP" -s 4420 -n "$sub" > /dev/null || lab_fail "connect $sub"
+dev=$(lab_nvme_dev "$sub" 30)
+
+# Warm up: every bitmap region written once (raidline's first write to a region marks it).
+# shellcheck disable=SC2086
+fio --name=warm --filename="$dev" --ioengine=libaio --direct=1 --size=384m --time_based \
+  --runtime=5 --randrepeat=0 $fio_args --eta=never > /dev/null || lab_fail "fio warm-up"
+
+# Per thread: id, name, CPU ns (schedstat), user and system ticks (stat fields 14 and 15).
+threads_cpu() {
+  [ -n "$pid" ] || return 0
+  for t in /proc/"$pid"/task/*; do
+    printf '%s %s %s %s\n' "$(basename "$t")" "$(cat "$t/comm")" "$(cut -d' ' -f1 "$t/schedstat")" \
+      "$(sed 's/.*) //' "$t/stat" | awk '{ print $12, $13 }')"
+  done
+}
+threads_cpu > "$out/threads-before.txt"
+a=$(head -n 1 /proc/stat)
+# shellcheck disable=SC2086
+fio --name="$job" --filename="$dev" --ioengine=libaio --direct=1 --size=384m --time_based \
+  --ramp_time=2 --runtime="$runtime" --randrepeat=0 $fio_args --eta=never \
+  --output-format=json --output="$out/fio.json" &
+fio_pid=$!
+sleep 3
+if [ "$tool" = strace ]; then
+  [ -n "$pid" ] || lab_fail "--tool strace profiles raidline only"
+  timeout -s INT $((runtime - 4)) strace -c -f -p "$pid" -o "$out/strace.txt" 2> /dev/null || true
+else
+  perf record -a -g -F 499 -o "$out/perf.data" -- sleep $((runtime - 4)) 2> "$out/perf-record.log" ||
+    lab_fail "perf record"
+fi
+wait "$fio_pid" || lab_fail "fio $job"
+b=$(head -n 1 /proc/stat)
+threads_cpu > "$out/threads-after.txt"
+iops=$(jq -r '[.jobs[] | .read.iops, .write.iops] | add | floor' "$out/fio.json")
+busy=$(awk -v a="$a" -v b="$b" 'BEGIN {
+  n = split(a, x, " "); split(b, y, " "); t = 0; idle = 0
+  for (i = 2; i <= n; i++) { d = y[i] - x[i]; t += d; if (i == 5 || i == 6) idle += d }
+  printf "%.1f", (t > 0 ? 100 * (t - idle) / t : 0) }')
+echo "PROFILE $target $job iops=$iops guest_busy=$busy" | tee "$out/summary.txt" >&2
+
+if [ -n "$pid" ]; then
+  # CPU ns per thread over the job (schedstat), busiest first, and per I/O.
+  join <(sort "$out/threads-before.txt") <(sort "$out/threads-after.txt") |
+    awk -v ios="$(jq -r '[.jobs[] | .read.total_ios, .write.total_ios] | add' "$out/fio.json")" \
+      -v hz="$(getconf CLK_TCK)" \
+      '{ d = $7 - $3; u = ($8 - $4) / hz; k = ($9 - $5) / hz
+         if (d > 0) printf "%-8s %-16s %8.1f ms %8.2f us/io  user %6.2f s  system %6.2f s\n", $1, $2, d / 1e6, (ios > 0 ? d / 1e3 / ios : 0), u, k }' |
+    sort -k3 -n -r > "$out/threads.txt"
+  cat "$out/threads.txt" >&2
+fi
+
+if [ "$tool" = strace ]; then
+  cat "$out/strace.txt" >&2
+else
+report() { perf report -i "$out/perf.data" --stdio --no-children "$@" 2> /dev/null; }
+report --sort comm > "$out/by-comm.txt"
+report --sort dso > "$out/by-dso.txt"
+report --sort sym -g none --percent-limit 0.5 > "$out/by-sym.txt"
+report --sort sym -g caller,0.5,callee --percent-limit 2 > "$out/callgraph.txt"
+for f in by-comm by-dso by-sym; do
+  echo "== $f" >&2
+  grep -v '^#' "$out/$f.txt" | grep -v '^$' | head -n 30 >&2
+done
+fi
+nvme disconnect -n "$sub" > /dev/null
+if [ "$target" = raidline ]; then
+  "$LAB_DIR/raidline.sh" stop
+else
+  "$LAB_DIR/ref-target.sh" stop --nqn "$knqn"
+fi
