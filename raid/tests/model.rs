@@ -173,12 +173,17 @@ enum Flight {
     /// Not started, or parked (a stripe was busy).
     Waiting(IoBuf),
     Running(WriteTask, RingRequest),
+    /// For the blocking engine (declined, or a redo; `true`: of a torn write). Run when no
+    /// request of this driver is on its "ring": a blocking write may wait for a running
+    /// task's bitmap write, which in the daemon goes on meanwhile on the poller.
+    Blocking(IoBuf, bool),
     Done(Result<(), RaidError>),
 }
 
 /// Writes `data` at block `s` through the completion-driven path, as a poller does, cut in
 /// `parts` requests in flight together whose batches complete in a seeded random
-/// interleaving. Declined and redone requests go through [`Array::write`].
+/// interleaving. Declined and redone requests go through [`Array::write`] (once nothing
+/// runs on the ring, as a storage worker waits for what the poller does).
 fn drive_writes(
     array: &Array,
     bufs: &mut Vec<IoBuf>,
@@ -218,9 +223,7 @@ fn drive_writes(
                     WriteStart::Busy(buf) => Flight::Waiting(buf),
                     WriteStart::Declined(buf) => {
                         progressed = true;
-                        let r = sync_write(*lba, &buf, *len, rng);
-                        bufs.push(buf);
-                        Flight::Done(r)
+                        Flight::Blocking(buf, false)
                     }
                 };
             }
@@ -229,6 +232,21 @@ fn drive_writes(
             .filter(|&i| matches!(flights[i].2, Flight::Running(..)))
             .collect();
         if running.is_empty() {
+            for (lba, len, f) in flights.iter_mut() {
+                if let Flight::Blocking(..) = f {
+                    let Flight::Blocking(buf, torn) = std::mem::replace(f, Flight::Done(Ok(())))
+                    else {
+                        unreachable!()
+                    };
+                    progressed = true;
+                    let r = sync_write(*lba, &buf, *len, rng);
+                    if torn {
+                        array.end_torn();
+                    }
+                    bufs.push(buf);
+                    *f = Flight::Done(r);
+                }
+            }
             if progressed {
                 continue;
             }
@@ -238,7 +256,7 @@ fn drive_writes(
         rng ^= rng >> 7;
         rng ^= rng << 17;
         let i = running[(rng % running.len() as u64) as usize];
-        let (lba, len, f) = &mut flights[i];
+        let (_, _, f) = &mut flights[i];
         let Flight::Running(mut task, req) = std::mem::replace(f, Flight::Done(Ok(()))) else {
             unreachable!()
         };
@@ -250,13 +268,7 @@ fn drive_writes(
                 Flight::Done(Ok(()))
             }
             WriteNext::Redo { buf, torn } => {
-                let buf = buf.expect("the buffer comes back");
-                let r = sync_write(*lba, &buf, *len, rng);
-                if torn {
-                    array.end_torn();
-                }
-                bufs.push(buf);
-                Flight::Done(r)
+                Flight::Blocking(buf.expect("the buffer comes back"), torn)
             }
         };
     }

@@ -68,10 +68,10 @@ pub enum PollMode {
 pub enum IoPath {
     /// On the poller's own io_uring, polled in its loop with no thread hop: reads, writes and
     /// flushes of file namespaces; array reads that need no reconstruction, array flushes, and
-    /// array writes on a healthy array whose bitmap regions are marked already (the RAID
-    /// engine's completion-driven write). The rest (degraded I/O, the first write to a
-    /// region, writes the partial-parity log records, redos after a member error) still goes
-    /// to the storage workers.
+    /// array writes on a healthy array (the RAID engine's completion-driven write, bitmap
+    /// updates included). The rest (degraded I/O, writes the partial-parity log records,
+    /// redos after a member error) still goes to the storage workers, started at their
+    /// first request.
     #[default]
     Ring,
     /// Every request on the namespace's storage worker threads (the earlier path; kept for

@@ -35,6 +35,30 @@ struct State {
     /// Regions whose bits are kept set (the array was started exposed there: the bits are
     /// the persisted record of where, until a rebuild rewrote them).
     pinned: Vec<bool>,
+    /// Regions whose bit a non-blocking caller set and is writing to the members now: set in
+    /// memory, not yet durable (writes to them wait).
+    persisting: Vec<bool>,
+    /// Regions whose bit is set in memory but whose write failed on some member: the next
+    /// blocking `begin` writes them again.
+    unsynced: Vec<bool>,
+    /// A non-blocking caller's bitmap blocks are being written: no other write of bitmap
+    /// blocks may start meanwhile, or the older image could land last and drop a bit.
+    persist_inflight: bool,
+}
+
+/// What [`Bitmap::try_begin`] did.
+#[derive(Debug)]
+pub(crate) enum TryBegin {
+    /// Registered; the bits are durable: the write may start.
+    Ready,
+    /// Registered, and bits were set: write these blocks (member byte offset, the 4 KiB
+    /// image) to every present member and flush each, then call [`Bitmap::persisted`] (or
+    /// [`Bitmap::persist_failed`]); only then may the write start.
+    Persist(Vec<(u64, Vec<u8>)>),
+    /// Another caller is making a needed bit durable: nothing registered; try again later.
+    Busy,
+    /// A needed bit failed to persist earlier: nothing registered; use the blocking path.
+    Declined,
 }
 
 /// The in-memory copy and the in-flight counts.
@@ -43,6 +67,8 @@ pub struct Bitmap {
     region_stripes: u64,
     offset: u64,
     state: Mutex<State>,
+    /// Signalled when a non-blocking caller's bitmap write ended.
+    persist_done: std::sync::Condvar,
 }
 
 impl Bitmap {
@@ -59,7 +85,11 @@ impl Bitmap {
                 inflight: vec![0; regions as usize],
                 touched: vec![false; regions as usize],
                 pinned: vec![false; regions as usize],
+                persisting: vec![false; regions as usize],
+                unsynced: vec![false; regions as usize],
+                persist_inflight: false,
             }),
+            persist_done: std::sync::Condvar::new(),
         }
     }
 
@@ -98,12 +128,24 @@ impl Bitmap {
     /// Registers a write to stripes `first..=last`; returns once their bits are durable.
     pub(crate) fn begin(&self, array: &Array, first: u64, last: u64) -> Result<(), RaidError> {
         let mut st = self.lock();
+        // A non-blocking caller's bitmap write in flight holds an older image of the blocks.
+        while st.persist_inflight {
+            st = self
+                .persist_done
+                .wait(st)
+                .unwrap_or_else(|p| p.into_inner());
+        }
         let mut changed = Vec::new();
         for r in first / self.region_stripes..=last / self.region_stripes {
             st.inflight[r as usize] += 1;
             st.touched[r as usize] = true;
             let (byte, bit) = ((r / 8) as usize, 1u8 << (r % 8));
-            if st.bits[byte] & bit == 0 {
+            // A region a non-blocking caller failed to persist is written again, and one it
+            // is persisting now is written here too (this caller may not start before).
+            if st.bits[byte] & bit == 0
+                || std::mem::take(&mut st.unsynced[r as usize])
+                || st.persisting[r as usize]
+            {
                 st.bits[byte] |= bit;
                 changed.push(byte / BLOCK);
             }
@@ -117,21 +159,83 @@ impl Bitmap {
         result
     }
 
-    /// Registers a write to stripes `first..=last` only if their bits are set already (no
-    /// bitmap write is needed): `false`, registering nothing, otherwise. For a caller that
-    /// must not block (a poller); it hands the write to one that may.
-    pub(crate) fn try_begin(&self, first: u64, last: u64) -> bool {
-        let mut st = self.lock();
+    /// Registers a write to stripes `first..=last` without waiting, for a caller that must not
+    /// block (a poller; see [`TryBegin`]). Bits set by a [`TryBegin::Persist`] stay
+    /// "persisting" until [`Bitmap::persisted`] or [`Bitmap::persist_failed`].
+    pub(crate) fn try_begin(&self, first: u64, last: u64) -> TryBegin {
+        // A thread writing bitmap blocks holds the mutex for that I/O: do not wait for it.
+        let mut st = match self.state.try_lock() {
+            Ok(st) => st,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return TryBegin::Busy,
+        };
         let regions = first / self.region_stripes..=last / self.region_stripes;
         let set = |st: &State, r: u64| st.bits[(r / 8) as usize] & (1u8 << (r % 8)) != 0;
-        if !regions.clone().all(|r| set(&st, r)) {
-            return false;
+        if regions.clone().any(|r| st.unsynced[r as usize]) {
+            return TryBegin::Declined;
+        }
+        if regions.clone().any(|r| st.persisting[r as usize]) {
+            return TryBegin::Busy;
+        }
+        // One bitmap write at a time: a new bit waits while another caller's is in flight.
+        if st.persist_inflight && regions.clone().any(|r| !set(&st, r)) {
+            return TryBegin::Busy;
+        }
+        let mut changed = Vec::new();
+        for r in regions.clone() {
+            if !set(&st, r) {
+                st.bits[(r / 8) as usize] |= 1u8 << (r % 8);
+                st.persisting[r as usize] = true;
+                changed.push(((r / 8) as usize) / BLOCK);
+            }
         }
         for r in regions {
             st.inflight[r as usize] += 1;
             st.touched[r as usize] = true;
         }
-        true
+        if changed.is_empty() {
+            return TryBegin::Ready;
+        }
+        st.persist_inflight = true;
+        changed.dedup();
+        let blocks = changed
+            .into_iter()
+            .map(|b| {
+                let start = b * BLOCK;
+                let end = (start + BLOCK).min(st.bits.len());
+                let mut img = vec![0u8; BLOCK];
+                img[..end - start].copy_from_slice(&st.bits[start..end]);
+                (self.offset + start as u64, img)
+            })
+            .collect();
+        TryBegin::Persist(blocks)
+    }
+
+    /// The bits a [`TryBegin::Persist`] of stripes `first..=last` set are on every member.
+    pub(crate) fn persisted(&self, first: u64, last: u64) {
+        let mut st = self.lock();
+        for r in first / self.region_stripes..=last / self.region_stripes {
+            st.persisting[r as usize] = false;
+        }
+        st.persist_inflight = false;
+        drop(st);
+        self.persist_done.notify_all();
+    }
+
+    /// Writing them failed somewhere: the regions stay set in memory but count as not
+    /// durable until a blocking [`Bitmap::begin`] has written them again (it does, and
+    /// [`Bitmap::try_begin`] declines them until then). Ends the registration too.
+    pub(crate) fn persist_failed(&self, first: u64, last: u64) {
+        let mut st = self.lock();
+        for r in first / self.region_stripes..=last / self.region_stripes {
+            if std::mem::take(&mut st.persisting[r as usize]) {
+                st.unsynced[r as usize] = true;
+            }
+            st.inflight[r as usize] = st.inflight[r as usize].saturating_sub(1);
+        }
+        st.persist_inflight = false;
+        drop(st);
+        self.persist_done.notify_all();
     }
 
     /// Ends a write registered by `begin` or `try_begin`.

@@ -7,7 +7,10 @@
 //! it); the caller submits it to its ring and feeds the [`RingCompletion`] to
 //! [`WriteTask::complete`], which answers with the next batch, or with the end. A write goes:
 //! - **reads** (read-modify-write: old data and old parity of the written rows;
-//!   reconstruct-write: the unwritten rows), skipped for a whole stripe;
+//!   reconstruct-write: the unwritten rows), skipped for a whole stripe; with them, when the
+//!   write's write-intent bitmap bits were clear, the changed bitmap blocks to every present
+//!   member, then a **flush** of every member: no write starts before its bits are durable
+//!   (writes to a region whose bit another task is persisting are `Busy` meanwhile);
 //! - **writes**: parity is computed when the reads are in, then the new data (straight from
 //!   the caller's buffer) and the parity go out in one batch, and to a hot-replace member
 //!   too where it holds the stripe;
@@ -21,14 +24,17 @@
 //! [`Array::write`] on a thread that may block):
 //! - the stripes are taken with [`super::locks::StripeLocks::try_lock`]; a held one gives
 //!   [`WriteStart::Busy`] (nothing taken; try again when something completed);
-//! - the write-intent bitmap bits must be set already (setting one writes every member);
+//! - the bitmap mutex must be free (a blocking thread may hold it while it writes bitmap
+//!   blocks: `Busy`), and no needed bit may have failed to persist earlier (the blocking path
+//!   writes it again);
 //! - the array must be healthy and need no partial-parity-log entry (policy `always` logs
 //!   every write that is not a whole stripe: declined), be marked dirty already, have no
 //!   log-cover record due, and no torn write waiting for its redo;
 //! - at most [`super::write::ROUND_STRIPES`] stripes.
 //!
 //! Failures: the path never marks a member failed (that writes superblocks). A failed read
-//! ends the task with nothing written: redo it with [`Array::write`], which marks the member
+//! (or bitmap write or flush: its bits then count as not durable until the blocking path
+//! wrote them again) ends the task with nothing written: redo it with [`Array::write`], which marks the member
 //! failed and replans. A failed write leaves the stripes torn (new data beside old parity, or
 //! the reverse): the task counts the array torn before it unlocks them, and every write
 //! reconstructs parity from the data (never from old parity) until the redo, which rewrites
@@ -44,6 +50,7 @@ use crate::superblock::SlotState;
 use crate::sys::buf::IoBuf;
 use crate::sys::ring::{RingBuf, RingCompletion, RingOpKind, RingRequest, RingSeg};
 
+use super::bitmap::TryBegin;
 use super::write::{old_rows, ChunkWrite, Mode, Plan, ROUND_STRIPES};
 use super::{Array, EngineBuf, Scratch, View};
 
@@ -81,7 +88,10 @@ pub enum WriteNext {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
+    /// The reads, and the write-intent bitmap blocks when bits had to be set.
     Reads,
+    /// Flushing every member after its bitmap blocks were written.
+    BitmapFlush,
     Writes,
     Flushes,
 }
@@ -122,6 +132,8 @@ pub struct WriteTask {
     view: View,
     plans: Vec<TaskPlan>,
     phase: Phase,
+    /// Bits this task set are being made durable (the write waits for them).
+    bitmap_pending: bool,
     ended: bool,
 }
 
@@ -173,11 +185,23 @@ impl Array {
             let mirror = view.replacement.iter().map(|(_, m, _)| m);
             present.chain(mirror).all(|m| m.direct_fd().is_some())
         };
-        if (need_fds && !fds_ok()) || !self.bitmap.try_begin(first, last) {
-            self.inflight.leave(epoch);
-            self.locks.unlock(&ids);
-            return WriteStart::Declined(buf);
-        }
+        let bitmap = if need_fds && !fds_ok() {
+            TryBegin::Declined
+        } else {
+            self.bitmap.try_begin(first, last)
+        };
+        let images = match bitmap {
+            TryBegin::Ready => Vec::new(),
+            TryBegin::Persist(images) => images,
+            TryBegin::Busy | TryBegin::Declined => {
+                self.inflight.leave(epoch);
+                self.locks.unlock(&ids);
+                return match bitmap {
+                    TryBegin::Busy => WriteStart::Busy(buf),
+                    _ => WriteStart::Declined(buf),
+                };
+            }
+        };
         let mut task = WriteTask {
             tag,
             stripes: ids,
@@ -187,6 +211,7 @@ impl Array {
             view,
             plans: Vec::with_capacity(stripes.len()),
             phase: Phase::Reads,
+            bitmap_pending: !images.is_empty(),
             ended: false,
         };
         let mut scratch: Vec<Option<Scratch>> = Vec::new();
@@ -202,7 +227,18 @@ impl Array {
                 .push(TaskPlan::keep(plan, buf.as_ptr() as usize, &mut scratch));
         }
         drop(stripes);
-        let reads = self.read_segs(&task);
+        let mut reads = self.read_segs(&task);
+        // The bitmap blocks go out with the reads (a read needs no bit); the writes wait
+        // until they are flushed on every member.
+        for (offset, image) in images {
+            let mut b = self.take_scratch();
+            b[..image.len()].copy_from_slice(&image);
+            scratch.push(Some(b));
+            let i = (scratch.len() - 1) as u16;
+            for m in task.view.members.iter().flatten() {
+                reads.push(seg(m, RingOpKind::Write, offset, i, 0..image.len()));
+            }
+        }
         if !reads.is_empty() {
             let req = RingRequest {
                 tag,
@@ -374,7 +410,12 @@ impl Array {
             return;
         }
         self.give_scratch(scratch.into_iter().flatten());
-        self.bitmap.end(task.first, task.last);
+        if std::mem::take(&mut task.bitmap_pending) {
+            // Its bits may not be on every member: the next blocking write writes them.
+            self.bitmap.persist_failed(task.first, task.last);
+        } else {
+            self.bitmap.end(task.first, task.last);
+        }
         self.inflight.leave(task.epoch);
         self.locks.unlock(&task.stripes);
     }
@@ -420,7 +461,36 @@ impl WriteTask {
                 array.end_task(self, scratch);
                 redo(buf, false)
             }
-            (Phase::Reads, Ok(())) => {
+            (Phase::Reads, Ok(())) if self.bitmap_pending => {
+                self.phase = Phase::BitmapFlush;
+                let segs = self
+                    .view
+                    .members
+                    .iter()
+                    .flatten()
+                    .map(|m| RingSeg {
+                        member: m.clone(),
+                        kind: RingOpKind::Flush,
+                        offset: 0,
+                        buf: RingBuf::Main,
+                        range: 0..0,
+                    })
+                    .collect();
+                WriteNext::Submit(RingRequest {
+                    tag: self.tag,
+                    buf: Some(buf),
+                    scratch: lend(scratch),
+                    segs,
+                })
+            }
+            (Phase::BitmapFlush, Err(_)) => {
+                array.end_task(self, scratch);
+                redo(buf, false)
+            }
+            (Phase::Reads | Phase::BitmapFlush, Ok(())) => {
+                if std::mem::take(&mut self.bitmap_pending) {
+                    array.bitmap.persisted(self.first, self.last);
+                }
                 // A member failed or came back since the plan: plan again (nothing written).
                 if array.read_state().ppl_epoch != self.epoch {
                     array.end_task(self, scratch);
@@ -617,5 +687,189 @@ fn mirror(view: &View, role: usize, stripe: StripeIdx) -> Option<&Arc<dyn Member
     match &view.replacement {
         Some((r, m, next)) if *r == role && stripe.0 < *next => Some(m),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::array::{ArrayConfig, MetaLayout};
+    use crate::geometry::{BlockSize, ChunkSize};
+    use crate::member::{Fault, FaultHandle, FaultyMember, MemMember, OpKind};
+    use crate::parity::CpuXor;
+    use crate::sys::buf::BufferArena;
+    use crate::SyncExecutor;
+
+    const CHUNK: usize = 4096;
+
+    fn rig() -> (Array, Vec<FaultHandle>) {
+        let (arcs, faults): (Vec<Arc<dyn Member>>, Vec<FaultHandle>) = (0..4)
+            .map(|i| {
+                let f = FaultyMember::new(Arc::new(MemMember::new(&format!("m{i}"), 2 << 20)), i);
+                let h = f.handle();
+                (Arc::new(f) as Arc<dyn Member>, h)
+            })
+            .unzip();
+        let cfg = ArrayConfig {
+            chunk: ChunkSize::new(CHUNK as u32).unwrap(),
+            block: BlockSize::new(4096).unwrap(),
+            assume_clean: true,
+            bitmap_region_stripes: Some(2),
+            ..ArrayConfig::default()
+        };
+        let a = Array::create(arcs, vec![], &cfg, Arc::new(CpuXor::detect())).unwrap();
+        (a, faults)
+    }
+
+    /// Runs every operation of `req` in order (the first failure is the request's).
+    fn run(mut req: RingRequest) -> RingCompletion {
+        let mut result = Ok(());
+        for (i, seg) in req.segs.iter().enumerate() {
+            let buf: &mut [u8] = match seg.buf {
+                RingBuf::Main => req.buf.as_mut().unwrap(),
+                RingBuf::Scratch(k) => &mut req.scratch[usize::from(k)],
+            };
+            let r = match seg.kind {
+                RingOpKind::Read => seg.member.read_at(seg.offset, &mut buf[seg.range.clone()]),
+                RingOpKind::Write => seg.member.write_at(seg.offset, &buf[seg.range.clone()]),
+                RingOpKind::Flush => seg.member.flush(),
+            };
+            if let (Err(e), Ok(())) = (r, &result) {
+                result = Err((i, e));
+            }
+        }
+        RingCompletion {
+            tag: req.tag,
+            buf: req.buf,
+            scratch: req.scratch,
+            segs: req.segs,
+            result,
+        }
+    }
+
+    fn bits_on(a: &Array, role: usize) -> Vec<u8> {
+        let st = a.read_state();
+        let m = st.slots[role].member.clone().unwrap();
+        drop(st);
+        super::super::bitmap::read_bits(&*m, &a.meta, 4).unwrap()
+    }
+
+    fn meta_of(a: &Array) -> &MetaLayout {
+        &a.meta
+    }
+
+    #[test]
+    fn a_write_to_a_clear_region_makes_its_bit_durable_before_any_data_write() {
+        let (a, _) = rig();
+        let mut bufs = BufferArena::with_buffers(2, 2 * CHUNK, 4096).unwrap();
+        // Region 0 written the blocking way (marks the array dirty).
+        a.write(&mut SyncExecutor, ArrayBlock(0), &vec![1u8; 4096])
+            .unwrap();
+        assert_eq!(a.dirty_regions(), vec![0]);
+        // Stripes 6 and 7 (3 data chunks each) lie in region 3.
+        let lba = |stripe: u64| ArrayBlock(stripe * 3);
+        let (mut b1, mut b2) = (bufs.pop().unwrap(), bufs.pop().unwrap());
+        b1[..4096].fill(0xA1);
+        b2[..4096].fill(0xB2);
+        let WriteStart::Started(mut t1, req) = a.start_write(1, lba(6), 4096, b1, false) else {
+            panic!("not started");
+        };
+        let bitmap_off = meta_of(&a).bitmap_offset;
+        let bitmap_writes = req
+            .segs
+            .iter()
+            .filter(|s| s.kind == RingOpKind::Write && s.offset == bitmap_off)
+            .count();
+        assert_eq!(bitmap_writes, 4, "the bitmap block goes to every member");
+        assert!(
+            req.segs
+                .iter()
+                .all(|s| s.kind == RingOpKind::Read || s.offset == bitmap_off),
+            "no data or parity write before the bit is durable: {:?}",
+            req.segs
+        );
+        // Another write in the same region waits while the bit is being persisted.
+        let b2 = match a.start_write(2, lba(7), 4096, b2, false) {
+            WriteStart::Busy(b) => b,
+            other => panic!("expected Busy, got {other:?}"),
+        };
+        let WriteNext::Submit(flush) = t1.complete(&a, run(req)) else {
+            panic!("no flush");
+        };
+        assert_eq!(flush.segs.len(), 4);
+        assert!(flush.segs.iter().all(|s| s.kind == RingOpKind::Flush));
+        let WriteNext::Submit(writes) = t1.complete(&a, run(flush)) else {
+            panic!("no writes");
+        };
+        for role in 0..4 {
+            assert_eq!(bits_on(&a, role)[0] & 0b1001, 0b1001, "role {role}");
+        }
+        // Now the neighbour goes (its bit is durable; its stripe is free).
+        let WriteStart::Started(mut t2, req2) = a.start_write(2, lba(7), 4096, b2, false) else {
+            panic!("the neighbour did not start");
+        };
+        let WriteNext::Done(Some(b1)) = t1.complete(&a, run(writes)) else {
+            panic!("t1 not done");
+        };
+        let mut next = t2.complete(&a, run(req2));
+        while let WriteNext::Submit(r) = next {
+            next = t2.complete(&a, run(r));
+        }
+        let WriteNext::Done(Some(b2)) = next else {
+            panic!("t2 not done");
+        };
+        let mut back = vec![0u8; 4096];
+        a.read(&mut SyncExecutor, lba(6), &mut back).unwrap();
+        assert!(back.iter().all(|&x| x == 0xA1));
+        a.read(&mut SyncExecutor, lba(7), &mut back).unwrap();
+        assert!(back.iter().all(|&x| x == 0xB2));
+        assert_eq!(a.dirty_regions(), vec![0, 3]);
+        drop((b1, b2));
+    }
+
+    #[test]
+    fn a_bit_that_failed_to_persist_is_written_again_by_the_blocking_path() {
+        let (a, faults) = rig();
+        let mut bufs = BufferArena::with_buffers(1, CHUNK, 4096).unwrap();
+        a.write(&mut SyncExecutor, ArrayBlock(0), &vec![1u8; 4096])
+            .unwrap();
+        let bitmap_off = meta_of(&a).bitmap_offset;
+        // Member 2's bitmap block write fails once.
+        faults[2].inject(Fault::ErrorRange {
+            kind: OpKind::Write,
+            start: bitmap_off,
+            end: bitmap_off + 4096,
+        });
+        let b = bufs.pop().unwrap();
+        let WriteStart::Started(mut t, req) = a.start_write(1, ArrayBlock(18), 4096, b, false)
+        else {
+            panic!("not started");
+        };
+        let WriteNext::Redo {
+            buf: Some(b),
+            torn: false,
+        } = t.complete(&a, run(req))
+        else {
+            panic!("expected a redo, nothing written");
+        };
+        faults[2].clear();
+        // Until the blocking path wrote it again, the path declines the region.
+        let b = match a.start_write(1, ArrayBlock(18), 4096, b, false) {
+            WriteStart::Declined(b) => b,
+            other => panic!("expected Declined, got {other:?}"),
+        };
+        a.write(&mut SyncExecutor, ArrayBlock(18), &b[..4096])
+            .unwrap();
+        assert_eq!(bits_on(&a, 2)[0] & 0b1000, 0b1000, "rewritten on member 2");
+        let WriteStart::Started(mut t, req) = a.start_write(1, ArrayBlock(18), 4096, b, false)
+        else {
+            panic!("the region is durable again");
+        };
+        let mut next = t.complete(&a, run(req));
+        while let WriteNext::Submit(r) = next {
+            next = t.complete(&a, run(r));
+        }
+        assert!(matches!(next, WriteNext::Done(Some(_))));
+        assert!(a.degraded_roles().is_empty());
     }
 }

@@ -212,14 +212,19 @@ pub(crate) enum NsQueue {
     File(FileQueue),
     /// Completions of a null namespace, ready at the next poll.
     Null(Vec<Completion>),
-    /// A namespace of an array that is not running yet; becomes [`NsQueue::Array`] at the
-    /// first poll or submit after the array was put in its slot.
+    /// An array queue whose storage workers have not started: they start with the first
+    /// request handed to them (with the poller's own ring, a healthy array may never need
+    /// them), once the array runs (a namespace of an array that did not assemble at start-up
+    /// waits here until `raidline array start` puts it in its slot).
     Pending(PendingQueue),
 }
 
-/// What it takes to start a poller's queue to an array that starts later.
+/// What it takes to start a poller's queue to an array later.
 pub(crate) struct PendingQueue {
-    slot: Arc<ArraySlot>,
+    /// The array, when it runs already.
+    array: Option<Arc<Array>>,
+    /// Else the slot it will be put in.
+    slot: Option<Arc<ArraySlot>>,
     workers: usize,
     arenas: Vec<Arc<BufferArena>>,
     notify: Arc<dyn Fn() + Send + Sync>,
@@ -228,8 +233,9 @@ pub(crate) struct PendingQueue {
 }
 
 impl NsQueue {
-    /// Starts `workers` worker threads for `backend`; `arenas` are the poller's pool arenas
-    /// (registered with each worker's io_uring as fixed buffers).
+    /// A poller's queue to `backend`, served by up to `workers` worker threads, started with
+    /// the first request handed to them; `arenas` are the poller's pool arenas (registered
+    /// with each worker's io_uring as fixed buffers).
     pub(crate) fn start(
         backend: &Backend,
         workers: usize,
@@ -237,39 +243,38 @@ impl NsQueue {
         notify: Arc<dyn Fn() + Send + Sync>,
     ) -> std::io::Result<NsQueue> {
         match backend {
-            Backend::Array(a) => {
-                let q = RaidQueue::with_notify(
-                    a.clone(),
-                    workers,
-                    move || Ok(AnyExecutor::best(&arenas)),
-                    notify,
-                )?;
-                Ok(NsQueue::Array(q))
-            }
+            Backend::Array(a) => Ok(NsQueue::Pending(PendingQueue {
+                array: Some(a.clone()),
+                slot: None,
+                workers,
+                arenas,
+                notify,
+                gave_up: false,
+            })),
             Backend::File(m) => Ok(NsQueue::File(FileQueue::new(m.clone(), workers, notify)?)),
             Backend::Null(_) => Ok(NsQueue::Null(Vec::new())),
-            Backend::Pending(slot) => {
-                let mut q = NsQueue::Pending(PendingQueue {
-                    slot: slot.clone(),
-                    workers,
-                    arenas,
-                    notify,
-                    gave_up: false,
-                });
-                q.attach();
-                Ok(q)
-            }
+            Backend::Pending(slot) => Ok(NsQueue::Pending(PendingQueue {
+                array: None,
+                slot: Some(slot.clone()),
+                workers,
+                arenas,
+                notify,
+                gave_up: false,
+            })),
         }
     }
 
-    /// A pending queue whose array now runs becomes that array's queue. Cheap otherwise (one
-    /// atomic load), so pollers call it at every pass.
+    /// A pending queue whose array runs starts its workers and becomes that array's queue
+    /// (called when a request is handed to it).
     fn attach(&mut self) {
         let NsQueue::Pending(p) = self else { return };
         if p.gave_up {
             return;
         }
-        let Some(array) = p.slot.get() else { return };
+        let running = p.slot.as_ref().and_then(|s| s.get());
+        let Some(array) = p.array.as_ref().or(running) else {
+            return;
+        };
         let arenas = p.arenas.clone();
         match RaidQueue::with_notify(
             array.clone(),
@@ -280,8 +285,9 @@ impl NsQueue {
             Ok(q) => *self = NsQueue::Array(q),
             Err(e) => {
                 tracing::error!(
-                    "cannot start the storage workers of a just-started array: {e}; its \
-                     namespace answers Namespace Not Ready on this poller until a restart"
+                    "cannot start the storage workers of an array: {e}; its namespace \
+                     answers Namespace Not Ready on this poller for what they would serve \
+                     until a restart"
                 );
                 p.gave_up = true;
             }
@@ -291,8 +297,9 @@ impl NsQueue {
     pub(crate) fn submit(&mut self, req: Request) -> Result<(), Request> {
         self.attach();
         match self {
-            // Not reached through validation (the namespace is inactive until its array runs);
-            // the poller answers Namespace Not Ready.
+            // The array does not run (not reached through validation: the namespace is
+            // inactive until it does), or its workers could not start: the poller answers
+            // Namespace Not Ready.
             NsQueue::Pending(_) => Err(req),
             NsQueue::Array(q) => q.submit(req),
             NsQueue::File(q) => q.submit(req),
@@ -308,7 +315,6 @@ impl NsQueue {
     }
 
     pub(crate) fn poll(&mut self, out: &mut Vec<Completion>) -> usize {
-        self.attach();
         match self {
             NsQueue::Pending(_) => 0,
             NsQueue::Array(q) => q.poll(out),

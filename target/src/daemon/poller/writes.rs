@@ -3,7 +3,7 @@
 //!
 //! A write the path takes runs as batches on the ring; each completion advances its task.
 //! A write whose stripe is held (by another write or by maintenance) is parked and tried
-//! again at every pass; one the path declines (degraded, bitmap bit to set, log needed...) or
+//! again at every pass; one the path declines (degraded, partial-parity log needed...) or
 //! hands back after a member error goes to the namespace's storage workers, whose
 //! synchronous engine may block and mark members failed. A torn write (a member write failed
 //! part-way) keeps the array in reconstruct-write mode until its redo on the workers returns.
