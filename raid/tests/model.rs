@@ -232,6 +232,10 @@ fn drive_writes(
             .filter(|&i| matches!(flights[i].2, Flight::Running(..)))
             .collect();
         if running.is_empty() {
+            // What the daemon's maintenance thread does for a write parked on a clean array.
+            if array.mark_dirty_if_wanted().is_ok_and(|m| m) {
+                progressed = true;
+            }
             for (lba, len, f) in flights.iter_mut() {
                 if let Flight::Blocking(..) = f {
                     let Flight::Blocking(buf, torn) = std::mem::replace(f, Flight::Done(Ok(())))

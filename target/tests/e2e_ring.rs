@@ -119,61 +119,6 @@ fn a_read_failing_on_the_ring_is_redone_by_the_engine_and_fails_the_member() {
     assert!(errs.is_empty(), "{errs:?}");
 }
 
-/// Four file members (O_DIRECT, real descriptors) in the build's scratch directory, the
-/// member with role `dir_role` (if any) handing out a directory as its descriptor.
-fn file_members(name: &str, dir_role: Option<usize>) -> Vec<Arc<dyn Member>> {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    (0..4)
-        .map(|i| -> Arc<dyn Member> {
-            let p = dir.join(format!("m{i}.img"));
-            std::fs::File::create(&p).unwrap().set_len(9 << 20).unwrap();
-            let f = raidline_raid::FileMember::open(&p, 4096).expect("O_DIRECT file member");
-            if Some(i) == dir_role {
-                Arc::new(DirFdFile {
-                    file: f,
-                    dir: std::fs::File::open(&dir).unwrap(),
-                })
-            } else {
-                Arc::new(f)
-            }
-        })
-        .collect()
-}
-
-/// A file member whose direct-I/O descriptor is a directory: every io_uring operation on it
-/// fails, its plain calls work.
-#[derive(Debug)]
-struct DirFdFile {
-    file: raidline_raid::FileMember,
-    dir: std::fs::File,
-}
-
-impl Member for DirFdFile {
-    fn name(&self) -> &str {
-        self.file.name()
-    }
-    fn size_bytes(&self) -> u64 {
-        self.file.size_bytes()
-    }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), MemberError> {
-        self.file.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), MemberError> {
-        self.file.write_at(offset, buf)
-    }
-    fn flush(&self) -> Result<(), MemberError> {
-        self.file.flush()
-    }
-    fn direct_fd(&self) -> Option<BorrowedFd<'_>> {
-        Some(self.dir.as_fd())
-    }
-    fn alignment(&self) -> usize {
-        4096
-    }
-}
-
 /// Writes `(lba, blocks, seed)` pipelined on one queue (16 in flight) and waits for all.
 fn pipelined_writes(
     c: &mut raidline_initiator::Controller<raidline_fabric::mem::MemFabric>,

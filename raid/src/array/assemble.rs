@@ -220,6 +220,8 @@ impl Array {
             state: RwLock::new(inner),
             locks: locks::StripeLocks::default(),
             dirty_flag: AtomicBool::new(dirty),
+            dirty_wanted: AtomicBool::new(false),
+            dirty_refused: AtomicBool::new(false),
             scratch: Mutex::new(pool),
             scratch_arena,
             log_scratch: Mutex::new(Vec::new()),

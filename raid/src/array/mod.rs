@@ -358,6 +358,11 @@ pub struct Array {
     locks: locks::StripeLocks,
     bitmap: bitmap::Bitmap,
     dirty_flag: AtomicBool,
+    /// A completion-driven write found the array clean: [`Array::mark_dirty_if_wanted`] marks it.
+    dirty_wanted: AtomicBool,
+    /// Marking it that way failed: completion-driven writes decline until it is dirty (the
+    /// blocking path marks it, or reports why it cannot).
+    dirty_refused: AtomicBool,
     scratch: Mutex<Vec<Scratch>>,
     /// Registered-memory home of the first scratch buffers (see [`Array::scratch_arena`]).
     scratch_arena: Arc<BufferArena>,
@@ -768,6 +773,21 @@ impl Array {
                 pool.push(b);
             }
         }
+    }
+
+    /// Marks the array dirty on disk if a completion-driven write asked for it (it cannot
+    /// write superblocks itself: [`WriteStart::Busy`] until this ran). For the owner's
+    /// background thread (the daemon's maintenance thread calls it at every pass). Returns
+    /// whether it marked the array.
+    pub fn mark_dirty_if_wanted(&self) -> Result<bool, RaidError> {
+        if !self.dirty_wanted.swap(false, Ordering::AcqRel) {
+            return Ok(false);
+        }
+        let r = self.view().and_then(|_| self.ensure_dirty());
+        if r.is_err() {
+            self.dirty_refused.store(true, Ordering::Release);
+        }
+        r.map(|()| true)
     }
 
     /// Marks the array dirty on disk before its first write since it was clean.

@@ -28,8 +28,10 @@
 //!   blocks: `Busy`), and no needed bit may have failed to persist earlier (the blocking path
 //!   writes it again);
 //! - the array must be healthy and need no partial-parity-log entry (policy `always` logs
-//!   every write that is not a whole stripe: declined), be marked dirty already, have no
-//!   log-cover record due, and no torn write waiting for its redo;
+//!   every write that is not a whole stripe: declined), have no log-cover record due, and
+//!   no torn write waiting for its redo;
+//! - the array must be marked dirty already: if not, `Busy`, and
+//!   [`Array::mark_dirty_if_wanted`] (the owner's background thread) writes the superblocks;
 //! - at most [`super::write::ROUND_STRIPES`] stripes.
 //!
 //! Failures: the path never marks a member failed (that writes superblocks). A failed read
@@ -61,8 +63,10 @@ use super::{Array, EngineBuf, Scratch, View};
 pub enum WriteStart {
     /// Submit the request; feed its completion to [`WriteTask::complete`].
     Started(WriteTask, RingRequest),
-    /// A stripe it needs is held by another write or by maintenance: nothing was taken; try
-    /// again after something completed.
+    /// A stripe it needs is held by another write or by maintenance, a bitmap bit it needs
+    /// is being written, or the array must be marked dirty first (a superblock write: the
+    /// owner's background thread does it, [`Array::mark_dirty_if_wanted`]): nothing was
+    /// taken; try again later.
     Busy(IoBuf),
     /// Not for this path now: write it with [`Array::write`] on a thread that may block.
     Declined(IoBuf),
@@ -150,6 +154,13 @@ impl Array {
         buf: IoBuf,
         need_fds: bool,
     ) -> WriteStart {
+        if !self.dirty_flag.load(Ordering::Acquire) {
+            if self.dirty_refused.load(Ordering::Acquire) {
+                return WriteStart::Declined(buf);
+            }
+            self.dirty_wanted.store(true, Ordering::Release);
+            return WriteStart::Busy(buf);
+        }
         let Some(stripes) = self.task_stripes(start, len, &buf) else {
             return WriteStart::Declined(buf);
         };
@@ -267,10 +278,7 @@ impl Array {
             return None;
         }
         self.check_alignment(buf.as_ptr() as usize).ok()?;
-        if !self.dirty_flag.load(Ordering::Acquire)
-            || self.torn.load(Ordering::SeqCst) > 0
-            || self.cover_due.load(Ordering::SeqCst)
-        {
+        if self.torn.load(Ordering::SeqCst) > 0 || self.cover_due.load(Ordering::SeqCst) {
             return None;
         }
         let segs = self.geo.segments(start, (len / bs) as u64).ok()?;
@@ -825,6 +833,29 @@ mod tests {
         assert!(back.iter().all(|&x| x == 0xB2));
         assert_eq!(a.dirty_regions(), vec![0, 3]);
         drop((b1, b2));
+    }
+
+    #[test]
+    fn a_clean_array_is_marked_dirty_by_its_owner_before_the_first_write() {
+        let (a, _) = rig();
+        let mut bufs = BufferArena::with_buffers(1, CHUNK, 4096).unwrap();
+        assert!(!a.mark_dirty_if_wanted().unwrap(), "nobody asked");
+        let b = match a.start_write(1, ArrayBlock(0), 4096, bufs.pop().unwrap(), false) {
+            WriteStart::Busy(b) => b,
+            other => panic!("a clean array must be marked dirty first: {other:?}"),
+        };
+        assert!(!a.dirty_flag.load(Ordering::Acquire));
+        assert!(a.mark_dirty_if_wanted().unwrap());
+        assert!(a.dirty_flag.load(Ordering::Acquire));
+        let WriteStart::Started(mut t, req) = a.start_write(1, ArrayBlock(0), 4096, b, false)
+        else {
+            panic!("not started once dirty");
+        };
+        let mut next = t.complete(&a, run(req));
+        while let WriteNext::Submit(r) = next {
+            next = t.complete(&a, run(r));
+        }
+        assert!(matches!(next, WriteNext::Done(Some(_))));
     }
 
     #[test]

@@ -820,6 +820,13 @@ fn maintain(a: &ArrayEntry, shared: &Shared) {
             continue;
         };
         a.remember(&mut remembered);
+        // A write on a poller's ring found the array clean: marking it dirty writes the
+        // superblocks, which a poller must not wait for; the write is parked meanwhile.
+        match array.mark_dirty_if_wanted() {
+            Ok(true) => tracing::debug!("array {}: marked dirty for its first write", a.name),
+            Ok(false) => {}
+            Err(e) => tracing::warn!("array {}: cannot mark it dirty: {e}", a.name),
+        }
         // md's bitmap daemon: every 5 s a region not written for a whole period loses its
         // write-intent bit, so an unclean stop resyncs what was written lately, not everything
         // written since the start.
