@@ -686,13 +686,18 @@ pub fn config_summary(c: &Config) -> String {
     let _ = writeln!(
         s,
         "  transport: queue depth {}, admin queue depth {}, {} I/O queues, in-capsule {} B, \
-         max transfer {} B, {} controllers",
+         max transfer {} B, {} controllers, {}",
         l.max_queue_depth,
         l.max_admin_queue_depth,
         l.max_io_queues,
         l.in_capsule_data,
         l.max_transfer,
-        l.max_controllers
+        l.max_controllers,
+        if l.srq_depth == 0 {
+            "receives per queue pair".to_string()
+        } else {
+            format!("shared receive queue of {} per poller", l.srq_depth)
+        }
     );
     let params: Vec<String> =
         c.cc.params

@@ -180,6 +180,7 @@ struct RawTransport {
     in_capsule_data: Option<Spanned<u32>>,
     max_transfer: Option<Spanned<u32>>,
     max_controllers: Option<Spanned<u16>>,
+    shared_receive_queue: Option<Spanned<u32>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -649,6 +650,14 @@ fn transport_limits(cx: &Ctx<'_>, t: &RawTransport) -> Result<Limits, ConfigErro
     }
     if let Some(v) = &t.max_controllers {
         l.max_controllers = cx.range(v, 1, 0xFFEF, "transport.max_controllers")?;
+    }
+    if let Some(v) = &t.shared_receive_queue {
+        let x = *v.get_ref();
+        if x != 0 {
+            l.srq_depth = cx.range(v, 16, 16384, "transport.shared_receive_queue")?;
+        } else {
+            l.srq_depth = 0;
+        }
     }
     Ok(l)
 }

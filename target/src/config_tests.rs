@@ -158,3 +158,15 @@ fn write_hole_policy_defaults_to_degraded_and_takes_always() {
     let e = Config::parse(&format!("{array}write_hole = 1\n"), "t").unwrap_err();
     assert!(matches!(e, ConfigError::Syntax { .. }), "{e}");
 }
+
+#[test]
+fn shared_receive_queue_defaults_to_512_and_0_turns_it_off() {
+    assert_eq!(Config::parse("", "x").unwrap().limits.srq_depth, 512);
+    let c = Config::parse("[transport]\nshared_receive_queue = 0\n", "x").unwrap();
+    assert_eq!(c.limits.srq_depth, 0);
+    let c = Config::parse("[transport]\nshared_receive_queue = 2048\n", "x").unwrap();
+    assert_eq!(c.limits.srq_depth, 2048);
+    let (l, _, m) = invalid("[transport]\nshared_receive_queue = 8\n");
+    assert_eq!(l, 2);
+    assert!(m.contains("16..=16384"), "{m}");
+}

@@ -138,6 +138,9 @@ pub struct DataPathMetrics {
     /// Array writes parked on a poller because a stripe they need was held (each counted
     /// once, however often it was tried again).
     pub parked_writes: AtomicU64,
+    /// Bytes of receive buffers registered now (command capsules and in-capsule data): per
+    /// queue pair, or per poller with a shared receive queue.
+    pub receive_bytes: std::sync::Arc<AtomicU64>,
 }
 
 /// Gauges of one array at scrape time.
@@ -395,6 +398,17 @@ pub fn render_all(
         "raidline_parked_writes_total",
         &[],
         load(&data_path.parked_writes),
+    );
+
+    w.family(
+        "raidline_receive_buffer_bytes",
+        "gauge",
+        "Registered receive buffer memory (command capsules and in-capsule data).",
+    );
+    w.sample(
+        "raidline_receive_buffer_bytes",
+        &[],
+        load(&data_path.receive_bytes),
     );
 
     render_arrays(&mut w, &snapshot.arrays);
@@ -986,9 +1000,9 @@ mod tests {
     fn an_empty_target_renders_valid_text() {
         let text = render_all(&[], &DataPathMetrics::default(), &Snapshot::default());
         let samples = check_exposition(&text);
-        // The payload-copy counter, the storage requests by path (ring, workers) and the
-        // parked writes.
-        assert_eq!(samples.len(), 4);
+        // The payload-copy counter, the storage requests by path (ring, workers), the parked
+        // writes and the receive memory.
+        assert_eq!(samples.len(), 5);
         assert!(text.contains("# TYPE raidline_qp_rtt_seconds gauge\n"));
     }
 

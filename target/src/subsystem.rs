@@ -162,6 +162,10 @@ pub struct Limits {
     pub kas_100ms: u16,
     /// Number of Asynchronous Event Requests a controller keeps outstanding (AERL + 1).
     pub aer_limit: u8,
+    /// Receives of each poller's shared receive queue, which all its I/O queue pairs use
+    /// (where the device offers SRQs); 0: every I/O queue posts its own ring of queue-depth
+    /// receives. Receive memory is then per poller, not per connected queue.
+    pub srq_depth: u32,
 }
 
 impl Default for Limits {
@@ -176,6 +180,7 @@ impl Default for Limits {
             in_capsule_data: 8192,
             max_transfer: 1 << 20,
             max_controllers: 1024,
+            srq_depth: 512,
             kas_100ms: 1,
             aer_limit: 4,
         }

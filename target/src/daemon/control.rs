@@ -32,6 +32,8 @@ pub(crate) struct PollerLink<F: Fabric> {
     /// Wakes the poller after a message.
     pub wake: super::Notifier,
     pub cq: F::CqHandle,
+    /// The poller's shared receive queue, which its I/O queue pairs use (if it has one).
+    pub srq: Option<F::SrqHandle>,
 }
 
 impl<F: Fabric> PollerLink<F> {
@@ -221,16 +223,24 @@ impl<F: Fabric> Control<F> {
         } else {
             limits.in_capsule_data as usize
         };
-        let (bufs, slots) = match RecvBuffers::new(&*self.fabric, &self.pd, depth, icd) {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::error!("rejecting a queue from {peer}: receive buffers: {e}");
-                let _ = self.cm.reject(req, &[]);
-                return;
-            }
-        };
         let p = self.next_poller % self.pollers.len().max(1);
         self.next_poller = self.next_poller.wrapping_add(1);
+        // I/O queues take their commands from the poller's shared receive queue when it has
+        // one; the admin queue keeps its own few receives.
+        let srq = self.pollers[p].srq.clone().filter(|_| setup.qid != 0);
+        let (bufs, slots) = if srq.is_some() {
+            (None, Vec::new())
+        } else {
+            let account = &self.shared.data_path.receive_bytes;
+            match RecvBuffers::new(&*self.fabric, &self.pd, depth, icd, false, account) {
+                Ok((b, slots)) => (Some(b), slots),
+                Err(e) => {
+                    tracing::error!("rejecting a queue from {peer}: receive buffers: {e}");
+                    let _ = self.cm.reject(req, &[]);
+                    return;
+                }
+            }
+        };
         // Per command a response chain (RDMA WRITE + SEND) or an RDMA READ, two spare, and one
         // slot for the pacer's RTT probe so a probe never holds back a response.
         let sq = 2 * depth as u32 + 3;
@@ -238,10 +248,10 @@ impl<F: Fabric> Control<F> {
             pd: self.pd.clone(),
             send_cq: self.pollers[p].cq.clone(),
             recv_cq: self.pollers[p].cq.clone(),
-            srq: None,
+            srq,
             caps: QpCaps {
                 max_send_wr: sq,
-                max_recv_wr: depth as u32,
+                max_recv_wr: if bufs.is_none() { 0 } else { depth as u32 },
                 max_send_sge: 2,
                 max_recv_sge: 2,
                 max_inline_data: 64,
@@ -280,10 +290,14 @@ impl<F: Fabric> Control<F> {
             closing: false,
             close_reason: None,
             posted_recvs: 0,
+            srq_held: 0,
             pacing: Default::default(),
         };
         for slot in slots {
-            let sges = match q.recv_bufs.sges(&slot.cmd, slot.icd.as_ref()) {
+            let Some(rb) = q.recv_bufs.as_ref() else {
+                break;
+            };
+            let sges = match rb.sges(&slot.cmd, slot.icd.as_ref()) {
                 Ok(s) => s,
                 Err(e) => {
                     q.close(format!("receive buffers: {e}"));

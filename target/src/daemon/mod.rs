@@ -686,6 +686,48 @@ impl Target {
                     }
                 },
             };
+            // One shared receive queue per poller for all its I/O queue pairs (SPDK's poll
+            // groups, nvmet's use_srq), where the device offers one: receive memory then stays
+            // the same however many hosts and queues connect.
+            let srq = match spec.limits.srq_depth {
+                0 => None,
+                depth if fabric.attrs().max_srq_wr < depth => {
+                    tracing::info!(
+                        "poller {id}: the device offers shared receive queues of {} at most \
+                         (configured {depth}); every queue pair posts its own receives",
+                        fabric.attrs().max_srq_wr
+                    );
+                    None
+                }
+                depth => {
+                    let icd = spec.limits.in_capsule_data as usize;
+                    let made = fabric.create_srq(&pd, depth, 2).and_then(|q| {
+                        let account = &shared.data_path.receive_bytes;
+                        let (bufs, slots) = pool::RecvBuffers::new(
+                            &*fabric,
+                            &pd,
+                            depth as usize,
+                            icd,
+                            true,
+                            account,
+                        )?;
+                        Ok((q, bufs, slots))
+                    });
+                    match made {
+                        Ok(x) => Some(x),
+                        Err(e) => {
+                            tracing::warn!(
+                                "poller {id}: no shared receive queue ({e}); every queue pair \
+                                 posts its own receives"
+                            );
+                            None
+                        }
+                    }
+                }
+            };
+            let srq_handle = srq
+                .as_ref()
+                .map(|(q, _, _)| raidline_fabric::SharedReceiveQueue::handle(q));
             let (tx, rx) = channel();
             shared
                 .poller_wakers
@@ -696,6 +738,7 @@ impl Target {
                 tx,
                 wake: waker.notifier(),
                 cq: raidline_fabric::CompletionQueue::handle(&cq),
+                srq: srq_handle,
             });
             let io = poller::PollerIo {
                 cq,
@@ -704,6 +747,7 @@ impl Target {
                 nsq,
                 waker,
                 ring,
+                srq,
             };
             let p = poller::Poller::new(id, shared.clone(), io, spec.poll_mode);
             pollers.push(

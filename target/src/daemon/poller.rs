@@ -23,6 +23,7 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use raidline_fabric::slab::{SrqEndpoint, WrKind};
 use raidline_fabric::sys_poll::wait_ready;
 use raidline_fabric::{
     Completion as Wc, CompletionQueue, ConnId, Fabric, Payload, RemoteBuf, SendOp, SendWr,
@@ -39,7 +40,7 @@ mod pace;
 mod writes;
 
 use super::backend::{NsQueue, Waker};
-use super::pool::Pool;
+use super::pool::{Pool, RecvBuffers};
 use super::queue::{DataSrc, Queue, Req, Slot, Step, Wr};
 use super::{ControlMsg, CtrlEntry, Shared};
 use crate::config::PollMode;
@@ -107,6 +108,7 @@ pub(crate) struct Poller<F: Fabric> {
     ring_redo: FxHashMap<u64, (usize, RequestKind, ArrayBlock, usize)>,
     /// Array writes on the ring (the engine's completion-driven path) and parked ones.
     writes: writes::Writes,
+    srq: Option<SharedRecv<F>>,
 }
 
 /// What a poller is built from: its completion queue and control channel, its payload pool,
@@ -118,6 +120,15 @@ pub(crate) struct PollerIo<F: Fabric> {
     pub nsq: Vec<NsQueue>,
     pub waker: Waker,
     pub ring: Option<OwnedRing>,
+    /// The poller's shared receive queue, its buffers and their slots (posted at start).
+    pub srq: Option<(F::Srq, RecvBuffers<F>, Vec<Slot>)>,
+}
+
+/// A poller's shared receive queue: every I/O queue pair of the poller takes its commands
+/// from it, so receive memory does not grow with the number of connected queues.
+struct SharedRecv<F: Fabric> {
+    ep: SrqEndpoint<F::Srq, Slot>,
+    bufs: RecvBuffers<F>,
 }
 
 /// A raw descriptor to wait on (the ring's eventfd, owned by the ring).
@@ -131,7 +142,7 @@ impl std::os::fd::AsRawFd for RawFdRef {
 
 impl<F: Fabric> Poller<F> {
     pub(crate) fn new(id: usize, shared: Arc<Shared>, io: PollerIo<F>, mode: PollMode) -> Self {
-        Poller {
+        let mut p = Poller {
             id,
             shared,
             cq: io.cq,
@@ -151,7 +162,21 @@ impl<F: Fabric> Poller<F> {
             ring_done: Vec::with_capacity(64),
             ring_redo: FxHashMap::default(),
             writes: writes::Writes::default(),
+            srq: None,
+        };
+        if let Some((q, bufs, slots)) = io.srq {
+            let mut shared = SharedRecv {
+                ep: SrqEndpoint::new(q),
+                bufs,
+            };
+            for slot in slots {
+                if let Err(e) = post_shared(&mut shared, slot) {
+                    tracing::error!("poller {id}: shared receive not posted: {e}");
+                }
+            }
+            p.srq = Some(shared);
         }
+        p
     }
 
     /// The poller loop; returns when drained after [`PollerMsg::Drain`] or when the control
@@ -360,7 +385,12 @@ impl<F: Fabric> Poller<F> {
             .map(|(k, _)| *k)
             .collect();
         for k in gone {
-            if let Some(q) = self.queues.remove(&k) {
+            if let Some(mut q) = self.queues.remove(&k) {
+                // Requests still waiting for their RDMA READ hold receive slots (shared ones
+                // must go back to the shared receive queue).
+                for req in std::mem::take(&mut q.read_wait) {
+                    self.recycle(req);
+                }
                 self.detach_pacing(&q);
                 self.shared.tell_control(ControlMsg::QueueClosed {
                     conn: q.conn,
@@ -383,6 +413,20 @@ impl<F: Fabric> Poller<F> {
         let ok = wc.status == WcStatus::Success;
         if !ok && !q.closing {
             q.close(format!("work request failed: {:?}", wc.status));
+        }
+        if WrKind::of(wc.wr_id) == WrKind::SrqRecv {
+            // A command from the poller's shared receive queue.
+            if let Some(done) = self.srq.as_mut().and_then(|s| s.ep.complete(&wc)) {
+                let slot = done.ctx;
+                if ok && !q.closing {
+                    q.srq_held += 1;
+                    self.on_command(&mut q, slot, wc.byte_len as usize);
+                } else {
+                    self.repost_shared(slot);
+                }
+            }
+            self.queues.insert(qpn, q);
+            return;
         }
         if let Some(done) = q.ep.complete(&wc) {
             match done.ctx {
@@ -423,15 +467,15 @@ impl<F: Fabric> Poller<F> {
     fn on_command(&mut self, q: &mut Queue<F>, slot: Slot, len: usize) {
         if len < 64 {
             q.close(format!("capsule of {len} bytes is shorter than a command"));
-            return;
+            return self.drop_slot(q, slot);
         }
         if self.draining {
             // Not acknowledged, so the host retries it after reconnecting: nothing is lost.
-            return;
+            return self.drop_slot(q, slot);
         }
         let Ok(sqe) = Sqe::parse(&slot.cmd[..64]) else {
             q.close("unreadable command");
-            return;
+            return self.drop_slot(q, slot);
         };
         let req = Box::new(Req {
             slot: Some(slot),
@@ -1292,6 +1336,29 @@ impl<F: Fabric> Poller<F> {
     /// Forgets a request whose queue is going away; its pool buffer goes back.
     fn recycle(&mut self, mut req: Box<Req>) {
         self.drop_data(&mut req);
+        // A shared receive outlives the queue pair it served.
+        if let Some(slot) = req.slot.take().filter(|s| s.shared) {
+            self.repost_shared(slot);
+        }
+    }
+
+    /// A receive slot whose command is not served: a shared one goes back to the shared
+    /// receive queue (a queue pair's own die with it).
+    fn drop_slot(&mut self, q: &mut Queue<F>, slot: Slot) {
+        if slot.shared {
+            q.srq_held = q.srq_held.saturating_sub(1);
+            self.repost_shared(slot);
+        }
+    }
+
+    /// Puts a slot back on the poller's shared receive queue.
+    fn repost_shared(&mut self, slot: Slot) {
+        let Some(srq) = self.srq.as_mut() else {
+            return;
+        };
+        if let Err(e) = post_shared(srq, slot) {
+            tracing::error!("poller {}: shared receive not reposted: {e}", self.id);
+        }
     }
 
     /// Reposts the request's receive, then sends its completion (after the RDMA WRITE of its
@@ -1400,7 +1467,14 @@ impl<F: Fabric> Poller<F> {
     }
 
     fn post_recv(&mut self, q: &mut Queue<F>, slot: Slot) {
-        let sges = match q.recv_bufs.sges(&slot.cmd, slot.icd.as_ref()) {
+        if slot.shared {
+            q.srq_held = q.srq_held.saturating_sub(1);
+            return self.repost_shared(slot);
+        }
+        let Some(rb) = q.recv_bufs.as_ref() else {
+            return q.close("a receive of its own on a queue without receive buffers");
+        };
+        let sges = match rb.sges(&slot.cmd, slot.icd.as_ref()) {
             Ok(s) => s,
             Err(e) => return q.close(format!("receive buffer not registered: {e}")),
         };
@@ -1409,6 +1483,17 @@ impl<F: Fabric> Poller<F> {
             Err(rej) => q.close(format!("receive not posted: {}", rej.error)),
         }
     }
+}
+
+/// Posts `slot` on the shared receive queue.
+fn post_shared<F: Fabric>(srq: &mut SharedRecv<F>, slot: Slot) -> Result<(), String> {
+    let sges = srq
+        .bufs
+        .sges(&slot.cmd, slot.icd.as_ref())
+        .map_err(|e| e.to_string())?;
+    srq.ep
+        .post_recv(slot, &sges)
+        .map_err(|rej| rej.error.to_string())
 }
 
 fn storage_error_kind(step: &Step, e: &RaidError) -> StorageError {

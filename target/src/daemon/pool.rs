@@ -9,6 +9,7 @@
 //! SGEs are built only for buffers the caller owns (and then moves into the work request's
 //! context), so the device never writes bytes a Rust reference is reading.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use raidline_fabric::{Access, Fabric, FabricError, MemoryRegion, RegionMemory, Sge};
@@ -126,15 +127,28 @@ impl<F: Fabric> Pool<F> {
 pub(crate) struct RecvBuffers<F: Fabric> {
     cmd_mr: F::Mr,
     icd_mr: Option<F::Mr>,
+    /// Registered bytes, counted in `account` while these buffers live.
+    bytes: u64,
+    account: Arc<AtomicU64>,
+}
+
+impl<F: Fabric> Drop for RecvBuffers<F> {
+    fn drop(&mut self) {
+        self.account.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
 }
 
 impl<F: Fabric> RecvBuffers<F> {
-    /// Allocates and registers `depth` slots with `icd` bytes of in-capsule data each (0: none).
+    /// Allocates and registers `depth` slots with `icd` bytes of in-capsule data each (0: none),
+    /// for one queue pair or (`shared`) a shared receive queue; their registered bytes are
+    /// added to `account` while they live.
     pub(crate) fn new(
         fabric: &F,
         pd: &F::Pd,
         depth: usize,
         icd: usize,
+        shared: bool,
+        account: &Arc<AtomicU64>,
     ) -> Result<(RecvBuffers<F>, Vec<Slot>), FabricError> {
         let oom = || FabricError::InvalidArgument(format!("cannot allocate {depth} receive slots"));
         let cmds = BufferArena::with_buffers(depth, 64, 64).ok_or_else(oom)?;
@@ -150,11 +164,18 @@ impl<F: Fabric> RecvBuffers<F> {
         } else {
             (None, (0..depth).map(|_| None).collect())
         };
+        let bytes = (depth * (64 + icd)) as u64;
+        account.fetch_add(bytes, Ordering::Relaxed);
         Ok((
-            RecvBuffers { cmd_mr, icd_mr },
+            RecvBuffers {
+                cmd_mr,
+                icd_mr,
+                bytes,
+                account: account.clone(),
+            },
             cmds.into_iter()
                 .zip(icds)
-                .map(|(cmd, icd)| Slot { cmd, icd })
+                .map(|(cmd, icd)| Slot { cmd, icd, shared })
                 .collect(),
         ))
     }

@@ -33,6 +33,9 @@ use crate::registry::Served;
 pub(crate) struct Slot {
     pub cmd: IoBuf,
     pub icd: Option<IoBuf>,
+    /// It belongs to the poller's shared receive queue (reposted there, whichever queue pair
+    /// it served), not to one queue pair.
+    pub shared: bool,
 }
 
 /// Where a request's data buffer came from.
@@ -163,7 +166,8 @@ pub(crate) struct Queue<F: Fabric> {
     pub ep: Endpoint<F::Qp, Wr>,
     pub proto: QueueState,
     pub setup: QueueSetup,
-    pub recv_bufs: RecvBuffers<F>,
+    /// Its own receive buffers; `None` when it uses the poller's shared receive queue.
+    pub recv_bufs: Option<RecvBuffers<F>>,
     pub peer: Option<SocketAddr>,
     pub reads_in_flight: u32,
     pub read_wait: VecDeque<Box<Req>>,
@@ -179,6 +183,8 @@ pub(crate) struct Queue<F: Fabric> {
     /// Why it is closing (first reason wins), for the log.
     pub close_reason: Option<String>,
     pub posted_recvs: usize,
+    /// Shared-receive-queue slots holding this queue's commands now.
+    pub srq_held: usize,
     pub pacing: QueuePacing,
 }
 

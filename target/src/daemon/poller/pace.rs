@@ -304,7 +304,7 @@ impl<F: Fabric> Poller<F> {
         for q in self.queues.values() {
             let s = &q.pacing.stats;
             s.cntlid.store(u32::from(q.cntlid), Ordering::Relaxed);
-            let in_flight = q.pacing.recvs.saturating_sub(q.posted_recvs);
+            let in_flight = q.pacing.recvs.saturating_sub(q.posted_recvs) + q.srq_held;
             s.in_flight.store(in_flight as u32, Ordering::Relaxed);
             if let Some(p) = &q.pacing.pacer {
                 p.publish(s);
