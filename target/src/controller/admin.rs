@@ -232,14 +232,17 @@ impl Controller {
 
     fn smart_log(&self) -> SmartLog {
         let s = &self.stats;
+        let io = |a: &std::sync::atomic::AtomicU64| {
+            u128::from(a.load(std::sync::atomic::Ordering::Relaxed))
+        };
         SmartLog {
             critical_warning: s.critical_warning,
             available_spare: 100,
             available_spare_threshold: 10,
-            data_units_read: SmartLog::data_units(s.bytes_read),
-            data_units_written: SmartLog::data_units(s.bytes_written),
-            host_read_commands: s.read_commands,
-            host_write_commands: s.write_commands,
+            data_units_read: SmartLog::data_units(s.bytes_read + io(&self.io.bytes_read)),
+            data_units_written: SmartLog::data_units(s.bytes_written + io(&self.io.bytes_written)),
+            host_read_commands: s.read_commands + io(&self.io.read_commands),
+            host_write_commands: s.write_commands + io(&self.io.write_commands),
             media_errors: s.media_errors,
             ..SmartLog::default()
         }

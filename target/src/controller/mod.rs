@@ -17,6 +17,8 @@ mod identify;
 mod properties;
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use raidline_proto::aen::AsyncEvent;
@@ -60,6 +62,34 @@ pub struct Controller {
     changed_ns: Vec<u32>,
     timestamp: Option<(u64, Instant)>,
     stats: Stats,
+    io: Arc<IoCounters>,
+}
+
+/// The I/O path's share of the SMART counters: updated by the pollers' queues without the
+/// controller's lock (one relaxed atomic add each per command), read when the log is built.
+#[derive(Debug, Default)]
+pub struct IoCounters {
+    /// Bytes read by hosts.
+    pub bytes_read: AtomicU64,
+    /// Bytes written by hosts.
+    pub bytes_written: AtomicU64,
+    /// Read commands completed.
+    pub read_commands: AtomicU64,
+    /// Write commands completed.
+    pub write_commands: AtomicU64,
+}
+
+impl IoCounters {
+    /// Counts one completed read (`read`) or write of `bytes`.
+    pub fn count(&self, read: bool, bytes: u64) {
+        let (b, c) = if read {
+            (&self.bytes_read, &self.read_commands)
+        } else {
+            (&self.bytes_written, &self.write_commands)
+        };
+        b.fetch_add(bytes, Ordering::Relaxed);
+        c.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// Counters the SMART / Health log reports.
@@ -108,6 +138,7 @@ impl Controller {
             changed_ns: Vec::new(),
             timestamp: None,
             stats: Stats::default(),
+            io: Arc::default(),
         }
     }
 
@@ -134,6 +165,12 @@ impl Controller {
     /// Counters for the SMART log, updated by the I/O path's owner.
     pub fn stats_mut(&mut self) -> &mut Stats {
         &mut self.stats
+    }
+
+    /// The counters the I/O path updates without this controller's lock (added to
+    /// [`Controller::stats_mut`]'s in the SMART log).
+    pub fn io_counters(&self) -> &Arc<IoCounters> {
+        &self.io
     }
 
     /// The next instant at which [`Controller::handle_timeout`] must be called, if any.

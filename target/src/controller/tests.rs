@@ -242,6 +242,10 @@ fn logs_and_features() {
     enable(&mut c);
     c.stats_mut().bytes_written = 1_024_000;
     c.stats_mut().write_commands = 250;
+    // The I/O path's lock-free counters add to them.
+    let io = c.io_counters().clone();
+    io.count(false, 512_000);
+    io.count(true, 4096);
     let log = |c: &mut Controller, lid, len| {
         let cmd = GetLogPage::read(1, lid, 0xFFFF_FFFF, 0, len, keyed(len as u32)).unwrap();
         run(c, now, cmd.to_sqe().unwrap())
@@ -250,8 +254,9 @@ fn logs_and_features() {
     let smart = SmartLog::parse(&d.data).unwrap();
     assert_eq!(
         (smart.data_units_written, smart.host_write_commands),
-        (2, 250)
+        (3, 251)
     );
+    assert_eq!((smart.data_units_read, smart.host_read_commands), (1, 1));
     // A partial read of the SMART log: the first 8 bytes.
     assert_eq!(log(&mut c, LogPageId::SMART, 8).data.len(), 8);
     assert!(log(&mut c, LogPageId::COMMAND_EFFECTS, 4096)

@@ -283,6 +283,7 @@ impl<F: Fabric> Control<F> {
             reads_in_flight: 0,
             read_wait: Default::default(),
             ctrl: None,
+            io: None,
             served: None,
             cntlid: 0,
             parked: HashMap::new(),

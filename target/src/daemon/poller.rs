@@ -813,6 +813,7 @@ impl<F: Fabric> Poller<F> {
                         data.subnqn,
                         cmd.kato
                     );
+                    q.io = Some(lock(&ctrl).io_counters().clone());
                     q.ctrl = Some(ctrl.clone());
                     ctrls.insert(
                         acc.cntlid,
@@ -834,6 +835,7 @@ impl<F: Fabric> Poller<F> {
                         q.setup.depth
                     );
                     e.conns.push((cmd.qid, q.conn, self.id));
+                    q.io = Some(lock(&e.ctrl).io_counters().clone());
                     q.ctrl = Some(e.ctrl.clone());
                 }
                 drop(ctrls);
@@ -1406,16 +1408,8 @@ impl<F: Fabric> Poller<F> {
                 } else {
                     entry.metrics.write_done(bytes, took);
                 }
-                if let Some(c) = &q.ctrl {
-                    let mut c = lock(c);
-                    let s = c.stats_mut();
-                    if read {
-                        s.bytes_read += u128::from(bytes);
-                        s.read_commands += 1;
-                    } else {
-                        s.bytes_written += u128::from(bytes);
-                        s.write_commands += 1;
-                    }
+                if let Some(io) = &q.io {
+                    io.count(read, bytes);
                 }
             } else {
                 entry

@@ -25,7 +25,7 @@ use raidline_cc::Nanos;
 use super::pacing::{QpPacer, QueueStats};
 use super::pool::RecvBuffers;
 use crate::cm::QueueSetup;
-use crate::controller::Controller;
+use crate::controller::{Controller, IoCounters};
 use crate::queue::QueueState;
 use crate::registry::Served;
 
@@ -173,6 +173,8 @@ pub(crate) struct Queue<F: Fabric> {
     pub read_wait: VecDeque<Box<Req>>,
     /// The controller, once connected.
     pub ctrl: Option<Arc<Mutex<Controller>>>,
+    /// Its I/O counters (updated per command without the controller's lock).
+    pub io: Option<Arc<IoCounters>>,
     pub served: Option<Served>,
     pub cntlid: u16,
     /// Asynchronous Event Requests waiting for an event, by command id.
