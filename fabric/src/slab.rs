@@ -186,6 +186,15 @@ impl<Q: QueuePair, T> Endpoint<Q, T> {
     pub fn sq_in_use(&self) -> u32 {
         self.sq_in_use
     }
+    /// Send-queue slots the queue holds.
+    pub fn sq_depth(&self) -> u32 {
+        self.sq_depth
+    }
+    /// Unsignaled work requests posted since the last signaled one (their slots come back
+    /// when a later signaled one completes).
+    pub fn unsignaled_pending(&self) -> u32 {
+        self.unsignaled_pending
+    }
     /// Work requests with caller state in flight (sends + receives).
     pub fn in_flight(&self) -> usize {
         self.sends.len() + self.recvs.len()

@@ -1449,6 +1449,20 @@ impl<F: Fabric> Poller<F> {
             signaled: true,
         });
         req.paced_len = paced;
+        // A response with no data needs no completion: its capsule goes inline, nothing of
+        // the request stays in use by the device. Unsignaled, its send-queue slot comes back
+        // with a later signaled completion, so one in every half queue is signaled.
+        let quiet =
+            wrs.len() == 1 && !req.close_after && q.ep.unsignaled_pending() < q.ep.sq_depth() / 2;
+        if quiet {
+            match q.ep.post_send_unsignaled(&mut wrs) {
+                Ok(()) => return self.recycle(req),
+                Err(e) => {
+                    q.close(format!("response not posted: {e}"));
+                    return self.recycle(req);
+                }
+            }
+        }
         match q.ep.post_send(Wr::Resp(req), &mut wrs) {
             Ok(()) => self.pace_sent(q, paced),
             Err(rej) => {
