@@ -11,8 +11,12 @@
 //! Each worker thread runs one array request at a time, so the number of workers is the number
 //! of array requests in flight per poller and namespace; a host queue deeper than that waits.
 //!
+//! With `--scale`, the rows are instead the ring path with 1, 2 and 4 pollers (`cores`) and
+//! four I/O queues at QD16 each (one host thread per queue): what `cores = N` buys on this
+//! machine.
+//!
 //! Usage: `cargo bench -p raidline-target --bench array_qd --no-default-features -- [--secs S]
-//! [--runs N] [--dir PATH]` (PATH: where the member files go, default /var/tmp; it must be a
+//! [--runs N] [--dir PATH] [--scale]` (PATH: where the member files go, default /var/tmp; it must be a
 //! filesystem with O_DIRECT, not tmpfs). Every I/O is checked: an error fails the bench.
 
 use std::net::SocketAddr;
@@ -34,13 +38,74 @@ type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
 const SUBNQN: &str = "nqn.2026-11.io.raidline:array-qd";
 const MEMBER_BYTES: u64 = 256 << 20;
 const QUEUE_DEPTH: u16 = 16;
-/// (storage workers, io_path) of each variant.
-const VARIANTS: [(u32, &str); 3] = [(4, "workers"), (16, "workers"), (16, "ring")];
+/// One configuration under test.
+#[derive(Clone, Copy)]
+struct Variant {
+    workers: u32,
+    io_path: &'static str,
+    pollers: u32,
+    queues: u16,
+}
+
+/// (storage workers, io_path) of each variant: one queue, one poller.
+const VARIANTS: [Variant; 3] = [
+    Variant {
+        workers: 4,
+        io_path: "workers",
+        pollers: 1,
+        queues: 1,
+    },
+    Variant {
+        workers: 16,
+        io_path: "workers",
+        pollers: 1,
+        queues: 1,
+    },
+    Variant {
+        workers: 16,
+        io_path: "ring",
+        pollers: 1,
+        queues: 1,
+    },
+];
+
+/// `--scale`: the ring path on 1, 2 and 4 pollers, four queues.
+const SCALE: [Variant; 3] = [
+    Variant {
+        workers: 16,
+        io_path: "ring",
+        pollers: 1,
+        queues: 4,
+    },
+    Variant {
+        workers: 16,
+        io_path: "ring",
+        pollers: 2,
+        queues: 4,
+    },
+    Variant {
+        workers: 16,
+        io_path: "ring",
+        pollers: 4,
+        queues: 4,
+    },
+];
+
+impl Variant {
+    fn name(&self) -> String {
+        if self.queues == 1 {
+            format!("{} workers, {}", self.workers, self.io_path)
+        } else {
+            format!("{} poller(s), {} queues", self.pollers, self.queues)
+        }
+    }
+}
 
 struct Opts {
     secs: f64,
     runs: usize,
     dir: PathBuf,
+    scale: bool,
 }
 
 fn parse_args() -> BenchResult<Opts> {
@@ -48,6 +113,7 @@ fn parse_args() -> BenchResult<Opts> {
         secs: 5.0,
         runs: 3,
         dir: PathBuf::from("/var/tmp"),
+        scale: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -56,6 +122,7 @@ fn parse_args() -> BenchResult<Opts> {
             "--secs" => o.secs = val()?.parse()?,
             "--runs" => o.runs = val()?.parse()?,
             "--dir" => o.dir = PathBuf::from(val()?),
+            "--scale" => o.scale = true,
             // cargo bench passes --bench; nothing else is expected.
             "--bench" => {}
             other => return Err(format!("unknown argument {other}").into()),
@@ -64,7 +131,7 @@ fn parse_args() -> BenchResult<Opts> {
     Ok(o)
 }
 
-fn config(dir: &Path, workers: u32, io_path: &str, port: u16) -> BenchResult<Config> {
+fn config(dir: &Path, v: Variant, port: u16) -> BenchResult<Config> {
     let members: Vec<String> = (0..4)
         .map(|i| format!("\"{}\"", dir.join(format!("m{i}.img")).display()))
         .collect();
@@ -72,7 +139,7 @@ fn config(dir: &Path, workers: u32, io_path: &str, port: u16) -> BenchResult<Con
         r#"
 [target]
 listen = ["10.7.0.1:{port}"]
-cores = 1
+cores = {pollers}
 storage_workers = {workers}
 io_path = "{io_path}"
 management_socket = "{dir}/raidline.sock"
@@ -96,46 +163,70 @@ array = "bench"
 "#,
         dir = dir.display(),
         members = members.join(", "),
+        pollers = v.pollers,
+        workers = v.workers,
+        io_path = v.io_path,
     );
     Ok(Config::parse(&text, "array_qd.toml")?)
 }
 
-/// IOPS and p99 (µs) of one row run.
-fn run_row(net: &MemNetwork, target: &Target, read: bool, secs: f64) -> BenchResult<(f64, f64)> {
+/// IOPS and p99 (µs) of one row run: `queues` I/O queues, one host thread each.
+fn run_row(
+    net: &MemNetwork,
+    target: &Target,
+    read: bool,
+    secs: f64,
+    queues: u16,
+) -> BenchResult<(f64, f64)> {
     let mut o = ControllerOptions::new(HostIdentity::from_uuid([0x42; 16]), Nqn::new(SUBNQN)?);
     o.kato = Duration::ZERO;
     o.aer = false;
-    o.io_queues = 1;
+    o.io_queues = queues;
     o.io_depth = 64;
     o.io_timeout = Duration::from_secs(30);
     let addr: SocketAddr = *target.local_addrs().first().ok_or("no listener")?;
     let mut c = Controller::connect(net.device("host"), addr, o)?;
     let ns = c.namespace(Nsid(1))?;
     let mut qs = c.take_io_queues();
-    let q = qs.first_mut().ok_or("no I/O queue")?;
-    let cfg = PerfConfig {
-        queue_depth: QUEUE_DEPTH,
-        block_size: 4096,
-        read_percent: if read { 100 } else { 0 },
-        random: true,
-        duration: Duration::from_secs_f64(secs),
-        range_blocks: 0,
-        seed: 0x5157 ^ u64::from(read),
-    };
-    let r = run_worker(
-        q,
-        &ns,
-        &cfg,
-        0,
-        1,
-        &AtomicBool::new(false),
-        &Live::default(),
-    )?;
-    if let Some(e) = r.first_error {
-        return Err(format!("{} I/O errors, first: {e}", r.errors).into());
+    let n = qs.len();
+    let stop = AtomicBool::new(false);
+    let live = Live::default();
+    let results = std::thread::scope(|s| {
+        let handles: Vec<_> = qs
+            .iter_mut()
+            .enumerate()
+            .map(|(i, q)| {
+                let (ns, stop, live) = (&ns, &stop, &live);
+                s.spawn(move || {
+                    let cfg = PerfConfig {
+                        queue_depth: QUEUE_DEPTH,
+                        block_size: 4096,
+                        read_percent: if read { 100 } else { 0 },
+                        random: true,
+                        duration: Duration::from_secs_f64(secs),
+                        range_blocks: 0,
+                        seed: 0x5157 ^ u64::from(read) ^ ((i as u64) << 8),
+                    };
+                    run_worker(q, ns, &cfg, i, n, stop, live)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().map_err(|_| "perf worker panicked".to_string()))
+            .collect::<Vec<_>>()
+    });
+    let (mut ios, mut elapsed, mut lat) = (0u64, Duration::ZERO, Histogram::default());
+    for r in results {
+        let r = r??;
+        if let Some(e) = r.first_error {
+            return Err(format!("{} I/O errors, first: {e}", r.errors).into());
+        }
+        ios += r.ios();
+        elapsed = elapsed.max(r.elapsed);
+        lat.merge(&r.latency);
     }
-    let lat: &Histogram = &r.latency;
-    let iops = r.ios() as f64 / r.elapsed.as_secs_f64();
+    let iops = ios as f64 / elapsed.as_secs_f64();
     Ok((iops, lat.percentile(99.0) as f64 / 1e3))
 }
 
@@ -156,18 +247,20 @@ fn main() -> BenchResult<()> {
     }
     let net = MemNetwork::new();
     // results[variant][read?] = runs of (IOPS, p99)
-    let mut results = vec![[Vec::new(), Vec::new()]; VARIANTS.len()];
+    let variants: &[Variant] = if o.scale { &SCALE } else { &VARIANTS };
+    let mut results = vec![[Vec::new(), Vec::new()]; variants.len()];
     let mut port = 4420u16;
     for run in 0..o.runs {
-        for (wi, &(w, path)) in VARIANTS.iter().enumerate() {
+        for (wi, &v) in variants.iter().enumerate() {
             port += 1;
-            let spec = build_spec(&config(&dir, w, path, port)?)?;
+            let spec = build_spec(&config(&dir, v, port)?)?;
             let target = Target::start(net.device(&format!("t{port}")), spec)?;
             for read in [true, false] {
-                let r = run_row(&net, &target, read, o.secs)?;
+                let r = run_row(&net, &target, read, o.secs, v.queues)?;
                 println!(
-                    "run {} workers {w:2} {path:7} {:9} {:8.0} IOPS  p99 {:8.0} us",
+                    "run {} {:24} {:9} {:8.0} IOPS  p99 {:8.0} us",
                     run + 1,
+                    v.name(),
                     if read { "randread" } else { "randwrite" },
                     r.0,
                     r.1
@@ -181,14 +274,11 @@ fn main() -> BenchResult<()> {
         }
     }
     println!(
-        "\n4 KiB random I/O, QD{QUEUE_DEPTH}, one queue, RAID-5 of 4 O_DIRECT files (64 KiB chunk) under {}; median of {} runs",
+        "\n4 KiB random I/O, QD{QUEUE_DEPTH} per queue, RAID-5 of 4 O_DIRECT files (64 KiB chunk) under {}; median of {} runs",
         o.dir.display(),
         o.runs
     );
-    let head: Vec<String> = VARIANTS
-        .iter()
-        .map(|(w, p)| format!("{w} workers, {p}"))
-        .collect();
+    let head: Vec<String> = variants.iter().map(Variant::name).collect();
     println!(
         "| job | {} | ratios to the first | p99 µs |",
         head.iter()
@@ -196,17 +286,17 @@ fn main() -> BenchResult<()> {
             .collect::<Vec<_>>()
             .join(" | ")
     );
-    println!("| --- |{} ---: | ---: |", " ---: |".repeat(VARIANTS.len()));
+    println!("| --- |{} ---: | ---: |", " ---: |".repeat(variants.len()));
     for (k, job) in ["randread-4k", "randwrite-4k"].iter().enumerate() {
         let iops = |wi: usize| median(results[wi][k].iter().map(|r| r.0).collect());
         let p99 = |wi: usize| median(results[wi][k].iter().map(|r| r.1).collect());
-        let all: Vec<String> = (0..VARIANTS.len())
+        let all: Vec<String> = (0..variants.len())
             .map(|i| format!("{:.0}", iops(i)))
             .collect();
-        let ratios: Vec<String> = (1..VARIANTS.len())
+        let ratios: Vec<String> = (1..variants.len())
             .map(|i| format!("{:.2}", iops(i) / iops(0)))
             .collect();
-        let lat: Vec<String> = (0..VARIANTS.len())
+        let lat: Vec<String> = (0..variants.len())
             .map(|i| format!("{:.0}", p99(i)))
             .collect();
         println!(
