@@ -34,6 +34,12 @@ pub(crate) struct PollerLink<F: Fabric> {
     pub cq: F::CqHandle,
     /// The poller's shared receive queue, which its I/O queue pairs use (if it has one).
     pub srq: Option<F::SrqHandle>,
+    /// Entries of the poller's completion queue.
+    pub cq_entries: u32,
+    /// Entries its queue pairs (and shared receive queue) may fill at once: every posted
+    /// work request can complete, a closing queue pair's all together, so the control thread
+    /// places no queue pair where they would overflow the completion queue.
+    pub cq_used: u32,
 }
 
 impl<F: Fabric> PollerLink<F> {
@@ -50,6 +56,8 @@ const CONTROL_WAIT: Duration = Duration::from_millis(100);
 
 struct ConnInfo {
     poller: usize,
+    /// Completion-queue entries its queue pair may fill (released when it closed).
+    cq_need: u32,
     disconnected: bool,
     closed: bool,
     released: bool,
@@ -223,8 +231,35 @@ impl<F: Fabric> Control<F> {
         } else {
             limits.in_capsule_data as usize
         };
-        let p = self.next_poller % self.pollers.len().max(1);
+        // Per command a response chain (RDMA WRITE + SEND) or an RDMA READ, two spare, and one
+        // slot for the pacer's RTT probe so a probe never holds back a response.
+        let sq = 2 * depth as u32 + 3;
+        // The next poller (round robin) whose completion queue has room for this queue pair:
+        // its sends, and its receives unless it takes them from the shared receive queue.
+        let n = self.pollers.len().max(1);
+        let need = |l: &super::control::PollerLink<F>| {
+            sq + if l.srq.is_some() && setup.qid != 0 {
+                0
+            } else {
+                depth as u32
+            }
+        };
+        let start = self.next_poller;
         self.next_poller = self.next_poller.wrapping_add(1);
+        let Some(p) = (0..n).map(|k| (start + k) % n).find(|&p| {
+            self.pollers[p].cq_used + need(&self.pollers[p]) <= self.pollers[p].cq_entries
+        }) else {
+            tracing::error!(
+                "rejecting a queue from {peer}: every poller's completion queue is full ({} \
+                 entries each; a queue pair needs {}); use more cores or the shared receive \
+                 queue",
+                self.pollers[0].cq_entries,
+                need(&self.pollers[0])
+            );
+            let _ = self.cm.reject(req, &[]);
+            return;
+        };
+        let cq_need = need(&self.pollers[p]);
         // I/O queues take their commands from the poller's shared receive queue when it has
         // one; the admin queue keeps its own few receives.
         let srq = self.pollers[p].srq.clone().filter(|_| setup.qid != 0);
@@ -241,9 +276,6 @@ impl<F: Fabric> Control<F> {
                 }
             }
         };
-        // Per command a response chain (RDMA WRITE + SEND) or an RDMA READ, two spare, and one
-        // slot for the pacer's RTT probe so a probe never holds back a response.
-        let sq = 2 * depth as u32 + 3;
         let init = QpInit {
             pd: self.pd.clone(),
             send_cq: self.pollers[p].cq.clone(),
@@ -319,10 +351,12 @@ impl<F: Fabric> Control<F> {
             setup.depth,
             setup.initiator_depth
         );
+        self.pollers[p].cq_used += cq_need;
         self.conns.insert(
             info.conn,
             ConnInfo {
                 poller: p,
+                cq_need,
                 disconnected: false,
                 closed: false,
                 released: false,
@@ -336,6 +370,10 @@ impl<F: Fabric> Control<F> {
             ControlMsg::QueueClosed { conn, role, reason } => {
                 self.queue_closed(role, &reason);
                 if let Some(c) = self.conns.get_mut(&conn) {
+                    if !c.closed {
+                        let l = &mut self.pollers[c.poller];
+                        l.cq_used = l.cq_used.saturating_sub(c.cq_need);
+                    }
                     c.closed = true;
                     if !c.disconnected {
                         c.disconnected = true;

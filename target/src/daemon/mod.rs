@@ -636,9 +636,12 @@ impl Target {
         }
         let mut links = Vec::new();
         let mut pollers = Vec::new();
-        let cq_depth = 4 * u32::from(spec.limits.max_queue_depth) * 8 + 1024;
+        // Every work request a poller's queue pairs have posted may complete at once (a
+        // closing queue pair flushes all of its own), so the control thread places queue
+        // pairs only while they fit (`PollerLink::cq_used`): as large as the device allows.
+        let cq_depth = fabric.attrs().max_cqe.clamp(256, 65_536);
         for id in 0..spec.pollers.max(1) {
-            let cq = fabric.create_cq(cq_depth.min(fabric.attrs().max_cqe.max(256)))?;
+            let cq = fabric.create_cq(cq_depth)?;
             let pool = pool::Pool::new(&*fabric, &pd, spec.pool_small, spec.pool_large)?;
             let arenas = pool.arenas();
             shared
@@ -738,7 +741,13 @@ impl Target {
                 tx,
                 wake: waker.notifier(),
                 cq: raidline_fabric::CompletionQueue::handle(&cq),
+                cq_used: if srq_handle.is_some() {
+                    spec.limits.srq_depth
+                } else {
+                    0
+                },
                 srq: srq_handle,
+                cq_entries: cq_depth,
             });
             let io = poller::PollerIo {
                 cq,

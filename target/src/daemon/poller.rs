@@ -109,6 +109,9 @@ pub(crate) struct Poller<F: Fabric> {
     /// Array writes on the ring (the engine's completion-driven path) and parked ones.
     writes: writes::Writes,
     srq: Option<SharedRecv<F>>,
+    /// When draining started, and whether a long drain was reported.
+    draining_since: Option<Instant>,
+    drain_reported: bool,
 }
 
 /// What a poller is built from: its completion queue and control channel, its payload pool,
@@ -163,6 +166,8 @@ impl<F: Fabric> Poller<F> {
             ring_redo: FxHashMap::default(),
             writes: writes::Writes::default(),
             srq: None,
+            draining_since: None,
+            drain_reported: false,
         };
         if let Some((q, bufs, slots)) = io.srq {
             let mut shared = SharedRecv {
@@ -205,6 +210,9 @@ impl<F: Fabric> Poller<F> {
             work += self.serve_buf_waiters();
             work += self.pace();
             self.reap();
+            if self.draining {
+                self.drain_watch();
+            }
             if self.draining && self.queues.is_empty() && self.inflight.is_empty() {
                 let lent = self.pool.in_use();
                 if lent > 0 {
@@ -365,6 +373,43 @@ impl<F: Fabric> Poller<F> {
                 }
             }
         }
+    }
+
+    /// A drain that takes long says what it waits for (once, after 10 s).
+    fn drain_watch(&mut self) {
+        let since = *self.draining_since.get_or_insert_with(Instant::now);
+        if self.drain_reported || since.elapsed() < Duration::from_secs(10) {
+            return;
+        }
+        self.drain_reported = true;
+        let queues: Vec<String> = self
+            .queues
+            .values()
+            .map(|q| {
+                format!(
+                    "controller {} queue {} (closing {}, in storage {}, work requests {}, \
+                     own receives {}, shared receives held {}, waiting for RDMA READ {})",
+                    q.cntlid,
+                    q.proto.qid(),
+                    q.closing,
+                    q.elsewhere,
+                    q.ep.in_flight(),
+                    q.posted_recvs,
+                    q.srq_held,
+                    q.read_wait.len()
+                )
+            })
+            .collect();
+        let msg = format!(
+            "poller {}: still draining after 10 s: {} requests in flight ({} writes parked, {} \
+             on the ring), queues: [{}]",
+            self.id,
+            self.inflight.len(),
+            self.writes.parked.len(),
+            self.writes.running.len(),
+            queues.join("; ")
+        );
+        tracing::warn!("{msg}");
     }
 
     /// Removes drained queues and tells the control thread; while draining, closes queues

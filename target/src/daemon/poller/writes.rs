@@ -53,6 +53,12 @@ impl<F: Fabric> Poller<F> {
     /// `retry`: a parked write tried again.
     pub(super) fn start_array_write(&mut self, ns: usize, mut req: Request, retry: bool) -> Taken {
         let shared = self.shared.clone();
+        // While draining, what may wait goes to the workers, which may block: the maintenance
+        // thread that marks an array dirty is on its way out, and a drain must not wait for
+        // a parked write.
+        if self.draining {
+            return Taken::No(req);
+        }
         let (Some(ring), Some(array), RequestKind::Write) = (
             self.ring.as_mut(),
             array_of(&shared.namespaces[ns].backend),
