@@ -52,8 +52,8 @@ use proptest::prelude::*;
 use raidline_raid::{
     Array, ArrayBlock, ArrayConfig, AssembleOptions, BlockSize, BufferArena, ChunkSize, CpuXor,
     Executor, Exposure, Fault, FaultHandle, FaultyMember, IoBuf, MemMember, Member, MemberIdx,
-    MemberOp, PowerSwitch, RaidError, RingBuf, RingCompletion, RingOpKind, RingRequest, StripeIdx,
-    SyncExecutor, Throttle, WriteHolePolicy, WriteNext, WriteStart, WriteTask,
+    MemberOp, PowerSwitch, RaidError, RingCompletion, RingRequest, StripeIdx, SyncExecutor,
+    Throttle, WriteHolePolicy, WriteNext, WriteStart, WriteTask,
 };
 
 const MIB: usize = 1 << 20;
@@ -135,7 +135,7 @@ impl Executor for ShuffleExecutor {
 
 /// Runs a ring request's operations the way a ring does (all of them, in a seeded random
 /// order; the first failure is the request's) and returns its completion.
-fn run_request(mut req: RingRequest, rng: &mut u64) -> RingCompletion {
+fn run_request(req: RingRequest, rng: &mut u64) -> RingCompletion {
     let mut order: Vec<usize> = (0..req.segs.len()).collect();
     for i in (1..order.len()).rev() {
         *rng ^= *rng << 13;
@@ -143,29 +143,7 @@ fn run_request(mut req: RingRequest, rng: &mut u64) -> RingCompletion {
         *rng ^= *rng << 17;
         order.swap(i, (*rng % (i as u64 + 1)) as usize);
     }
-    let mut result = Ok(());
-    for i in order {
-        let seg = &req.segs[i];
-        let buf: &mut [u8] = match seg.buf {
-            RingBuf::Main => req.buf.as_mut().unwrap(),
-            RingBuf::Scratch(k) => &mut req.scratch[usize::from(k)],
-        };
-        let r = match seg.kind {
-            RingOpKind::Read => seg.member.read_at(seg.offset, &mut buf[seg.range.clone()]),
-            RingOpKind::Write => seg.member.write_at(seg.offset, &buf[seg.range.clone()]),
-            RingOpKind::Flush => seg.member.flush(),
-        };
-        if let (Err(e), Ok(())) = (r, &result) {
-            result = Err((i, e));
-        }
-    }
-    RingCompletion {
-        tag: req.tag,
-        buf: req.buf,
-        scratch: req.scratch,
-        segs: req.segs,
-        result,
-    }
+    req.run_sync(order)
 }
 
 /// One request of [`drive_writes`]: where it writes, and its state.

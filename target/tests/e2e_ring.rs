@@ -17,7 +17,6 @@ use std::sync::Arc;
 use common::*;
 use raidline_initiator::{Lba, Nsid};
 use raidline_raid::{ArrayBlock, MemMember, Member, MemberError, SyncExecutor};
-use raidline_target::subsystem::{HostAccess, Limits};
 
 /// An in-memory disk whose direct-I/O descriptor is a directory.
 #[derive(Debug)]
@@ -69,28 +68,14 @@ fn a_read_failing_on_the_ring_is_redone_by_the_engine_and_fails_the_member() {
         })
         .collect();
     let array = create_array(members);
-    let cap = array.geometry().capacity_bytes() as usize;
-    let data = pattern(0x51AB, cap);
-    let mut buf = raidline_raid::AlignedBuf::new(cap, 4096);
-    buf.copy_from_slice(&data);
-    array
-        .write(&mut SyncExecutor, ArrayBlock(0), &buf)
-        .expect("fill");
+    let data = fill(&array, 0x51AB);
+    let cap = data.len();
     let geo = *array.geometry();
     let on_bad = (0..geo.capacity_blocks())
         .find(|&b| geo.locate(ArrayBlock(b)).unwrap().member.0 == bad)
         .unwrap();
 
-    let net = raidline_fabric::mem::MemNetwork::new();
-    let addr = ADDR.parse().unwrap();
-    let target = start(
-        &net,
-        "target0",
-        addr,
-        array.clone(),
-        HostAccess::Any,
-        Limits::default(),
-    );
+    let (net, addr, target) = serve(&array);
     let mut c = raidline_initiator::Controller::connect(net.device("host1"), addr, options(1))
         .expect("connect");
     let ns = c.namespace(Nsid(1)).unwrap();
@@ -108,11 +93,7 @@ fn a_read_failing_on_the_ring_is_redone_by_the_engine_and_fails_the_member() {
     assert!(dp.ring_requests.load(Ordering::Relaxed) >= 1);
     assert!(dp.worker_requests.load(Ordering::Relaxed) >= 1);
     // The whole array still reads back (degraded: the missing member's blocks rebuilt).
-    let mut all = vec![0u8; cap];
-    for (i, piece) in all.chunks_mut(1 << 20).enumerate() {
-        c.read(0, &ns, Lba((i * (1 << 20) / 4096) as u64), piece)
-            .unwrap();
-    }
+    let all = read_whole(&mut c, &ns, cap);
     assert!(all == data, "the degraded array differs");
     c.shutdown().unwrap();
     let errs = target.shutdown();
@@ -155,22 +136,10 @@ fn pipelined_writes(
 #[test]
 fn array_writes_run_on_the_ring_and_park_on_busy_stripes() {
     let array = create_array(file_members("ring-writes", None));
-    let cap = array.geometry().capacity_bytes() as usize;
-    let mut model = pattern(0xF111, cap);
-    let mut buf = raidline_raid::AlignedBuf::new(cap, 4096);
-    buf.copy_from_slice(&model);
-    // Marks the array dirty and every bitmap region written (the ring path takes those).
-    array.write(&mut SyncExecutor, ArrayBlock(0), &buf).unwrap();
-    let net = raidline_fabric::mem::MemNetwork::new();
-    let addr = ADDR.parse().unwrap();
-    let target = start(
-        &net,
-        "target0",
-        addr,
-        array.clone(),
-        HostAccess::Any,
-        Limits::default(),
-    );
+    // Marks the array dirty and every bitmap region written.
+    let mut model = fill(&array, 0xF111);
+    let cap = model.len();
+    let (net, addr, target) = serve(&array);
     let mut o = options(1);
     o.io_depth = 16;
     let mut c = raidline_initiator::Controller::connect(net.device("host1"), addr, o).unwrap();
@@ -212,11 +181,7 @@ fn array_writes_run_on_the_ring_and_park_on_busy_stripes() {
     assert!(on_ring >= 250, "{on_ring} of 300 writes on the ring");
     let parked = dp.parked_writes.load(Ordering::Relaxed);
     assert!(parked > 0, "no write waited for a neighbour's stripe");
-    let mut all = vec![0u8; cap];
-    for (i, piece) in all.chunks_mut(1 << 20).enumerate() {
-        c.read(0, &ns, Lba((i * (1 << 20) / 4096) as u64), piece)
-            .unwrap();
-    }
+    let all = read_whole(&mut c, &ns, cap);
     assert!(all == model, "the array differs from what was written");
     c.shutdown().unwrap();
     let errs = target.shutdown();
@@ -235,21 +200,9 @@ fn array_writes_run_on_the_ring_and_park_on_busy_stripes() {
 fn a_write_failing_on_the_ring_is_redone_by_the_engine_and_fails_the_member() {
     let bad = 1;
     let array = create_array(file_members("ring-torn", Some(bad)));
-    let cap = array.geometry().capacity_bytes() as usize;
-    let mut model = pattern(0x7042, cap);
-    let mut buf = raidline_raid::AlignedBuf::new(cap, 4096);
-    buf.copy_from_slice(&model);
-    array.write(&mut SyncExecutor, ArrayBlock(0), &buf).unwrap();
-    let net = raidline_fabric::mem::MemNetwork::new();
-    let addr = ADDR.parse().unwrap();
-    let target = start(
-        &net,
-        "target0",
-        addr,
-        array.clone(),
-        HostAccess::Any,
-        Limits::default(),
-    );
+    let mut model = fill(&array, 0x7042);
+    let cap = model.len();
+    let (net, addr, target) = serve(&array);
     let mut c =
         raidline_initiator::Controller::connect(net.device("host1"), addr, options(1)).unwrap();
     let ns = c.namespace(Nsid(1)).unwrap();
@@ -267,11 +220,7 @@ fn a_write_failing_on_the_ring_is_redone_by_the_engine_and_fails_the_member() {
     let dp = &target.shared().data_path;
     assert!(dp.ring_requests.load(Ordering::Relaxed) >= 1);
     assert!(dp.worker_requests.load(Ordering::Relaxed) >= 1);
-    let mut all = vec![0u8; cap];
-    for (i, piece) in all.chunks_mut(1 << 20).enumerate() {
-        c.read(0, &ns, Lba((i * (1 << 20) / 4096) as u64), piece)
-            .unwrap();
-    }
+    let all = read_whole(&mut c, &ns, cap);
     assert!(all == model, "the degraded array differs");
     c.shutdown().unwrap();
     let errs = target.shutdown();

@@ -7,7 +7,6 @@ use std::sync::atomic::Ordering;
 
 use common::*;
 use raidline_initiator::{Lba, Nsid};
-use raidline_target::subsystem::{HostAccess, Limits};
 
 /// A freshly created array (clean, every bitmap bit clear): the host's writes are served on
 /// the poller's ring, marking the array dirty (by its maintenance thread) and setting the
@@ -15,16 +14,7 @@ use raidline_target::subsystem::{HostAccess, Limits};
 #[test]
 fn a_fresh_healthy_array_never_starts_storage_workers() {
     let array = create_array(file_members("ring-fresh", None));
-    let net = raidline_fabric::mem::MemNetwork::new();
-    let addr = ADDR.parse().unwrap();
-    let target = start(
-        &net,
-        "target0",
-        addr,
-        array.clone(),
-        HostAccess::Any,
-        Limits::default(),
-    );
+    let (net, addr, target) = serve(&array);
     let mut c =
         raidline_initiator::Controller::connect(net.device("host1"), addr, options(1)).unwrap();
     let ns = c.namespace(Nsid(1)).unwrap();
@@ -34,11 +24,7 @@ fn a_fresh_healthy_array_never_starts_storage_workers() {
         c.write(0, &ns, Lba((i * (160 << 10) / 4096) as u64), piece)
             .unwrap();
     }
-    let mut all = vec![0u8; cap];
-    for (i, piece) in all.chunks_mut(1 << 20).enumerate() {
-        c.read(0, &ns, Lba((i * (1 << 20) / 4096) as u64), piece)
-            .unwrap();
-    }
+    let all = read_whole(&mut c, &ns, cap);
     assert!(all == data, "the array differs from what was written");
     let dp = &target.shared().data_path;
     assert_eq!(dp.worker_requests.load(Ordering::Relaxed), 0);

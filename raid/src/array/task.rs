@@ -282,26 +282,8 @@ impl Array {
             return None;
         }
         let segs = self.geo.segments(start, (len / bs) as u64).ok()?;
-        let mut stripes: Vec<(StripeIdx, Vec<ChunkWrite<'d>>)> = Vec::with_capacity(2);
-        for seg in segs {
-            let off = seg.request_offset as usize * bs;
-            let cw = ChunkWrite {
-                data_index: seg.at.data_index,
-                start: seg.at.offset_in_chunk,
-                end: seg.at.offset_in_chunk + seg.blocks,
-                data: &buf[off..off + seg.blocks as usize * bs],
-            };
-            match stripes.last_mut() {
-                Some((s, v)) if *s == seg.at.stripe => v.push(cw),
-                _ => {
-                    if stripes.len() == ROUND_STRIPES {
-                        return None;
-                    }
-                    stripes.push((seg.at.stripe, vec![cw]))
-                }
-            }
-        }
-        Some(stripes)
+        let stripes = self.per_stripe(segs, &buf[..len]);
+        (stripes.len() <= ROUND_STRIPES).then_some(stripes)
     }
 
     /// The reads of every plan (into scratch), as the synchronous engine's read phase.
@@ -471,25 +453,8 @@ impl WriteTask {
             }
             (Phase::Reads, Ok(())) if self.bitmap_pending => {
                 self.phase = Phase::BitmapFlush;
-                let segs = self
-                    .view
-                    .members
-                    .iter()
-                    .flatten()
-                    .map(|m| RingSeg {
-                        member: m.clone(),
-                        kind: RingOpKind::Flush,
-                        offset: 0,
-                        buf: RingBuf::Main,
-                        range: 0..0,
-                    })
-                    .collect();
-                WriteNext::Submit(RingRequest {
-                    tag: self.tag,
-                    buf: Some(buf),
-                    scratch: lend(scratch),
-                    segs,
-                })
+                let members = self.view.members.iter().flatten().cloned().collect();
+                self.flushes(members, buf, scratch)
             }
             (Phase::BitmapFlush, Err(_)) => {
                 array.end_task(self, scratch);
@@ -530,23 +495,11 @@ impl WriteTask {
                     return done(buf);
                 }
                 self.phase = Phase::Flushes;
-                let segs = roles
+                let members = roles
                     .into_iter()
                     .filter_map(|r| self.view.members[r].clone())
-                    .map(|member| RingSeg {
-                        member,
-                        kind: RingOpKind::Flush,
-                        offset: 0,
-                        buf: RingBuf::Main,
-                        range: 0..0,
-                    })
                     .collect();
-                WriteNext::Submit(RingRequest {
-                    tag: self.tag,
-                    buf: Some(buf),
-                    scratch: lend(scratch),
-                    segs,
-                })
+                self.flushes(members, buf, scratch)
             }
             (Phase::Flushes, r) => {
                 array.end_task(self, scratch);
@@ -558,6 +511,31 @@ impl WriteTask {
                 }
             }
         }
+    }
+
+    /// The next request: a flush of each of `members`, the buffers travelling with it.
+    fn flushes(
+        &self,
+        members: Vec<Arc<dyn Member>>,
+        buf: IoBuf,
+        scratch: Vec<Option<Scratch>>,
+    ) -> WriteNext {
+        let segs = members
+            .into_iter()
+            .map(|member| RingSeg {
+                member,
+                kind: RingOpKind::Flush,
+                offset: 0,
+                buf: RingBuf::Main,
+                range: 0..0,
+            })
+            .collect();
+        WriteNext::Submit(RingRequest {
+            tag: self.tag,
+            buf: Some(buf),
+            scratch: lend(scratch),
+            segs,
+        })
     }
 
     /// Ends the task when its caller cannot submit `req`, the request it handed out last
@@ -729,30 +707,10 @@ mod tests {
         (a, faults)
     }
 
-    /// Runs every operation of `req` in order (the first failure is the request's).
-    fn run(mut req: RingRequest) -> RingCompletion {
-        let mut result = Ok(());
-        for (i, seg) in req.segs.iter().enumerate() {
-            let buf: &mut [u8] = match seg.buf {
-                RingBuf::Main => req.buf.as_mut().unwrap(),
-                RingBuf::Scratch(k) => &mut req.scratch[usize::from(k)],
-            };
-            let r = match seg.kind {
-                RingOpKind::Read => seg.member.read_at(seg.offset, &mut buf[seg.range.clone()]),
-                RingOpKind::Write => seg.member.write_at(seg.offset, &buf[seg.range.clone()]),
-                RingOpKind::Flush => seg.member.flush(),
-            };
-            if let (Err(e), Ok(())) = (r, &result) {
-                result = Err((i, e));
-            }
-        }
-        RingCompletion {
-            tag: req.tag,
-            buf: req.buf,
-            scratch: req.scratch,
-            segs: req.segs,
-            result,
-        }
+    /// Runs every operation of `req` in order.
+    fn run(req: RingRequest) -> RingCompletion {
+        let n = req.segs.len();
+        req.run_sync(0..n)
     }
 
     fn bits_on(a: &Array, role: usize) -> Vec<u8> {

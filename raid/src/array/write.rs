@@ -114,9 +114,23 @@ impl Array {
         let segs: Vec<_> = self.geo.segments(start, blocks)?.collect();
         self.view()?;
         self.ensure_dirty()?;
+        let stripes = self.per_stripe(segs, data);
+        for round in stripes.chunks(ROUND_STRIPES) {
+            self.write_round(exec, round)?;
+        }
+        Ok(())
+    }
+
+    /// A request's segments (`data` from its start) grouped per stripe: segments come in
+    /// logical order, so a stripe's are consecutive.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn per_stripe<'d>(
+        &self,
+        segs: impl IntoIterator<Item = crate::geometry::Segment>,
+        data: &'d [u8],
+    ) -> Vec<(StripeIdx, Vec<ChunkWrite<'d>>)> {
         let bs = self.geo.block_bytes();
-        // Group per stripe (segments come in logical order, so stripes are consecutive).
-        let mut stripes: Vec<(StripeIdx, Vec<ChunkWrite<'_>>)> = Vec::new();
+        let mut stripes: Vec<(StripeIdx, Vec<ChunkWrite<'d>>)> = Vec::with_capacity(2);
         for seg in segs {
             let off = seg.request_offset as usize * bs;
             let cw = ChunkWrite {
@@ -130,10 +144,7 @@ impl Array {
                 _ => stripes.push((seg.at.stripe, vec![cw])),
             }
         }
-        for round in stripes.chunks(ROUND_STRIPES) {
-            self.write_round(exec, round)?;
-        }
-        Ok(())
+        stripes
     }
 
     /// The members [`Array::flush`] flushes (every present member, and a hot-replace member),

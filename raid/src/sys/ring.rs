@@ -95,6 +95,48 @@ pub struct RingRequest {
     pub segs: Vec<RingSeg>,
 }
 
+impl RingRequest {
+    /// Runs the operations with the members' own blocking calls on the calling thread, in
+    /// `order` (indices into `segs`), and completes the request as a ring would (the first
+    /// failure is its result): for tests and tools that drive ring requests without a ring.
+    pub fn run_sync(mut self, order: impl IntoIterator<Item = usize>) -> RingCompletion {
+        let mut result = Ok(());
+        for i in order {
+            let Some(seg) = self.segs.get(i) else {
+                continue;
+            };
+            let buf: &mut [u8] = match seg.buf {
+                RingBuf::Main => self.buf.as_deref_mut().unwrap_or_default(),
+                RingBuf::Scratch(k) => self
+                    .scratch
+                    .get_mut(usize::from(k))
+                    .map_or(&mut [][..], |b| &mut b[..]),
+            };
+            let r = match seg.kind {
+                RingOpKind::Read => buf
+                    .get_mut(seg.range.clone())
+                    .ok_or(MemberError::Unsupported("operation range"))
+                    .and_then(|b| seg.member.read_at(seg.offset, b)),
+                RingOpKind::Write => buf
+                    .get(seg.range.clone())
+                    .ok_or(MemberError::Unsupported("operation range"))
+                    .and_then(|b| seg.member.write_at(seg.offset, b)),
+                RingOpKind::Flush => seg.member.flush(),
+            };
+            if let (Err(e), Ok(())) = (r, &result) {
+                result = Err((i, e));
+            }
+        }
+        RingCompletion {
+            tag: self.tag,
+            buf: self.buf,
+            scratch: self.scratch,
+            segs: self.segs,
+            result,
+        }
+    }
+}
+
 /// A request whose operations all completed.
 #[derive(Debug)]
 pub struct RingCompletion {

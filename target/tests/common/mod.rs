@@ -20,7 +20,7 @@ use raidline_fabric::{
     DmaMemory, Fabric, MemoryRegion, Payload, QpCaps, QpInit, QueuePair, RecvWr, SendOp, SendWr,
     Sge, WcStatus, WrId,
 };
-use raidline_initiator::{Controller, ControllerOptions, HostIdentity};
+use raidline_initiator::{Controller, ControllerOptions, HostIdentity, Namespace};
 use raidline_proto::cqe::CQE_LEN;
 use raidline_proto::fabrics::{Connect, ConnectData};
 use raidline_proto::rdma_cm::{CmReject, CmRequest};
@@ -759,4 +759,51 @@ impl raidline_raid::Member for DirFdFile {
     fn alignment(&self) -> usize {
         4096
     }
+}
+
+/// Writes `pattern(seed)` over the whole array with the engine (which also marks it dirty
+/// and sets every write-intent bit) and returns what it wrote.
+pub fn fill(array: &Array, seed: u64) -> Vec<u8> {
+    let cap = array.geometry().capacity_bytes() as usize;
+    let data = pattern(seed, cap);
+    let mut buf = raidline_raid::AlignedBuf::new(cap, 4096);
+    buf.copy_from_slice(&data);
+    array
+        .write(
+            &mut raidline_raid::SyncExecutor,
+            raidline_raid::ArrayBlock(0),
+            &buf,
+        )
+        .expect("fill");
+    data
+}
+
+/// A target serving `array` to any host on a new in-memory network, listening on [`ADDR`].
+pub fn serve(array: &Arc<Array>) -> (MemNetwork, SocketAddr, Target) {
+    let net = MemNetwork::new();
+    let addr = ADDR.parse().expect("addr");
+    let target = start(
+        &net,
+        "target0",
+        addr,
+        array.clone(),
+        HostAccess::Any,
+        Limits::default(),
+    );
+    (net, addr, target)
+}
+
+/// Reads the first `bytes` of namespace `ns` through I/O queue 0, 1 MiB at a time.
+pub fn read_whole(c: &mut Controller<MemFabric>, ns: &Namespace, bytes: usize) -> Vec<u8> {
+    let mut all = vec![0u8; bytes];
+    for (i, piece) in all.chunks_mut(1 << 20).enumerate() {
+        c.read(
+            0,
+            ns,
+            raidline_initiator::Lba((i * (1 << 20) / 4096) as u64),
+            piece,
+        )
+        .expect("read");
+    }
+    all
 }
