@@ -69,7 +69,7 @@ pub mod sys;
 pub use array::{
     Array, ArrayConfig, ArrayStats, AssembleOptions, Assembled, DirectRead, EngineBuf, Exposure,
     ReplaceStatus, SyncKind, SyncProgress, Throttle, WriteHolePolicy, WriteNext, WriteStart,
-    WriteTask,
+    WriteTask, ROUND_STRIPES,
 };
 pub use error::{
     ErrorClass, GeometryError, MemberError, ParityError, RaidError, RefuseReason, Refused,

@@ -147,10 +147,14 @@ fn run_request(req: RingRequest, rng: &mut u64) -> RingCompletion {
 }
 
 /// One request of [`drive_writes`]: where it writes, and its state.
+// A test's few flights: their size does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Flight {
     /// Not started, or parked (a stripe was busy).
     Waiting(IoBuf),
     Running(WriteTask, RingRequest),
+    /// Gathered into the task of the request at this index (it completes with it).
+    Gathered(usize),
     /// For the blocking engine (declined, or a redo; `true`: of a torn write). Run when no
     /// request of this driver is on its "ring": a blocking write may wait for a running
     /// task's bitmap write, which in the daemon goes on meanwhile on the poller.
@@ -159,8 +163,8 @@ enum Flight {
 }
 
 /// Writes `data` at block `s` through the completion-driven path, as a poller does, cut in
-/// `parts` requests in flight together whose batches complete in a seeded random
-/// interleaving. Declined and redone requests go through [`Array::write`] (once nothing
+/// `parts` requests in flight together (some started gathered into one task, as a poller
+/// gathers a stream's writes) whose batches complete in a seeded random interleaving. Declined and redone requests go through [`Array::write`] (once nothing
 /// runs on the ring, as a storage worker waits for what the poller does).
 fn drive_writes(
     array: &Array,
@@ -188,22 +192,50 @@ fn drive_writes(
     };
     loop {
         let mut progressed = false;
-        for (i, (lba, len, f)) in flights.iter_mut().enumerate() {
-            if let Flight::Waiting(_) = f {
-                let Flight::Waiting(buf) = std::mem::replace(f, Flight::Done(Ok(()))) else {
+        for i in 0..flights.len() {
+            if !matches!(flights[i].2, Flight::Waiting(_)) {
+                continue;
+            }
+            // Sometimes gather the waiting requests that follow into the same task, as a
+            // poller gathers a stream's writes into whole stripes.
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let want = (rng % 6).saturating_sub(2) as usize;
+            let mut more = Vec::new();
+            for (_, len, f) in flights.iter_mut().skip(i + 1).take(want) {
+                let Flight::Waiting(_) = f else { break };
+                let Flight::Waiting(buf) = std::mem::replace(f, Flight::Gathered(i)) else {
                     unreachable!()
                 };
-                *f = match array.start_write(i as u64, ArrayBlock(*lba), *len, buf, false) {
-                    WriteStart::Started(t, req) => {
-                        progressed = true;
-                        Flight::Running(t, req)
-                    }
-                    WriteStart::Busy(buf) => Flight::Waiting(buf),
-                    WriteStart::Declined(buf) => {
-                        progressed = true;
-                        Flight::Blocking(buf, false)
-                    }
-                };
+                more.push((buf, *len));
+            }
+            let gathered = more.len();
+            let (lba, len, f) = &mut flights[i];
+            let Flight::Waiting(buf) = std::mem::replace(f, Flight::Done(Ok(()))) else {
+                unreachable!()
+            };
+            let back = match array.start_write(i as u64, ArrayBlock(*lba), *len, buf, more, false) {
+                WriteStart::Started(t, req) => {
+                    progressed = true;
+                    *f = Flight::Running(t, req);
+                    continue;
+                }
+                WriteStart::Busy(buf, more) => {
+                    *f = Flight::Waiting(buf);
+                    more.into_iter().map(Flight::Waiting).collect::<Vec<_>>()
+                }
+                WriteStart::Declined(buf, more) => {
+                    progressed = true;
+                    *f = Flight::Blocking(buf, false);
+                    more.into_iter()
+                        .map(|b| Flight::Blocking(b, false))
+                        .collect()
+                }
+            };
+            assert_eq!(back.len(), gathered, "every gathered buffer comes back");
+            for (k, g) in back.into_iter().enumerate() {
+                flights[i + 1 + k].2 = g;
             }
         }
         let running: Vec<usize> = (0..flights.len())
@@ -243,16 +275,39 @@ fn drive_writes(
             unreachable!()
         };
         let c = run_request(req, &mut rng);
-        *f = match task.complete(array, c) {
-            WriteNext::Submit(req) => Flight::Running(task, req),
-            WriteNext::Done(buf) => {
-                bufs.push(buf.expect("the buffer comes back"));
-                Flight::Done(Ok(()))
+        let members: Vec<usize> = (i + 1..flights.len())
+            .filter(|&k| matches!(flights[k].2, Flight::Gathered(j) if j == i))
+            .collect();
+        let more = match task.complete(array, c) {
+            WriteNext::Submit(req) => {
+                flights[i].2 = Flight::Running(task, req);
+                continue;
             }
-            WriteNext::Redo { buf, torn } => {
-                Flight::Blocking(buf.expect("the buffer comes back"), torn)
+            WriteNext::Done(buf, more) => {
+                bufs.push(buf.expect("the buffer comes back"));
+                flights[i].2 = Flight::Done(Ok(()));
+                more.into_iter()
+                    .map(|b| {
+                        bufs.push(b);
+                        Flight::Done(Ok(()))
+                    })
+                    .collect::<Vec<_>>()
+            }
+            WriteNext::Redo { buf, more, torn } => {
+                flights[i].2 = Flight::Blocking(buf.expect("the buffer comes back"), torn);
+                more.into_iter()
+                    .map(|b| Flight::Blocking(b, torn))
+                    .collect()
             }
         };
+        assert_eq!(
+            more.len(),
+            members.len(),
+            "every gathered buffer comes back"
+        );
+        for (k, g) in members.into_iter().zip(more) {
+            flights[k].2 = g;
+        }
     }
     assert_eq!(array.torn_writes(), 0, "a torn write was not redone");
     let mut result = Ok(());
@@ -357,7 +412,12 @@ impl World {
                 .array
                 .write(&mut ShuffleExecutor(seed | 1), ArrayBlock(s), data),
             Some(bufs) => {
-                let parts = if seed.is_multiple_of(3) { 2 } else { 1 };
+                // One request, or up to four in flight together (and maybe gathered).
+                let parts = if seed.is_multiple_of(3) {
+                    2 + (seed / 3 % 3) as usize
+                } else {
+                    1
+                };
                 drive_writes(&self.array, bufs, s, data, self.bs, parts, seed)
             }
         }
@@ -855,8 +915,8 @@ fn run_with(
     let block = if small_blocks { 512 } else { 4096 };
     let mut w = World::new(n, 1 << chunk_pow, block, 6, volatile, policy);
     if ring {
-        // Two requests in flight at most, of up to 40 blocks each.
-        w.ring = BufferArena::with_buffers(2, 40 * block as usize, 4096);
+        // Four requests in flight at most, of up to 40 blocks each.
+        w.ring = BufferArena::with_buffers(4, 40 * block as usize, 4096);
         assert!(w.ring.is_some());
     }
     for o in ops {

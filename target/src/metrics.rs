@@ -138,6 +138,9 @@ pub struct DataPathMetrics {
     /// Array writes parked on a poller because a stripe they need was held (each counted
     /// once, however often it was tried again).
     pub parked_writes: AtomicU64,
+    /// Array writes a poller wrote in one task with the writes that follow them (a stream
+    /// gathered into whole stripes).
+    pub gathered_writes: AtomicU64,
     /// Bytes of receive buffers registered now (command capsules and in-capsule data): per
     /// queue pair, or per poller with a shared receive queue.
     pub receive_bytes: std::sync::Arc<AtomicU64>,
@@ -398,6 +401,17 @@ pub fn render_all(
         "raidline_parked_writes_total",
         &[],
         load(&data_path.parked_writes),
+    );
+
+    w.family(
+        "raidline_gathered_writes_total",
+        "counter",
+        "Array writes a poller wrote in one task with their neighbours (a stream written as whole stripes).",
+    );
+    w.sample(
+        "raidline_gathered_writes_total",
+        &[],
+        load(&data_path.gathered_writes),
     );
 
     w.family(
@@ -1001,8 +1015,8 @@ mod tests {
         let text = render_all(&[], &DataPathMetrics::default(), &Snapshot::default());
         let samples = check_exposition(&text);
         // The payload-copy counter, the storage requests by path (ring, workers), the parked
-        // writes and the receive memory.
-        assert_eq!(samples.len(), 5);
+        // and the gathered writes, and the receive memory.
+        assert_eq!(samples.len(), 6);
         assert!(text.contains("# TYPE raidline_qp_rtt_seconds gauge\n"));
     }
 

@@ -48,6 +48,7 @@ pub use read::DirectRead;
 pub use replace::ReplaceStatus;
 pub use sync::{SyncKind, SyncProgress, Throttle};
 pub use task::{WriteNext, WriteStart, WriteTask};
+pub use write::ROUND_STRIPES;
 
 /// An engine scratch buffer (one chunk): from the registered arena while it lasts, else
 /// from the heap.

@@ -114,21 +114,24 @@ impl Array {
         let segs: Vec<_> = self.geo.segments(start, blocks)?.collect();
         self.view()?;
         self.ensure_dirty()?;
-        let stripes = self.per_stripe(segs, data);
+        let stripes = self
+            .per_stripe(segs, |r| data.get(r))
+            .ok_or(RaidError::State("request length"))?;
         for round in stripes.chunks(ROUND_STRIPES) {
             self.write_round(exec, round)?;
         }
         Ok(())
     }
 
-    /// A request's segments (`data` from its start) grouped per stripe: segments come in
-    /// logical order, so a stripe's are consecutive.
+    /// A request's segments grouped per stripe: segments come in logical order, so a
+    /// stripe's are consecutive. `data` gives the bytes of a byte range of the request
+    /// (`None`: not one piece of memory, and the request is not for this grouping).
     #[allow(clippy::type_complexity)]
     pub(super) fn per_stripe<'d>(
         &self,
         segs: impl IntoIterator<Item = crate::geometry::Segment>,
-        data: &'d [u8],
-    ) -> Vec<(StripeIdx, Vec<ChunkWrite<'d>>)> {
+        data: impl Fn(std::ops::Range<usize>) -> Option<&'d [u8]>,
+    ) -> Option<Vec<(StripeIdx, Vec<ChunkWrite<'d>>)>> {
         let bs = self.geo.block_bytes();
         let mut stripes: Vec<(StripeIdx, Vec<ChunkWrite<'d>>)> = Vec::with_capacity(2);
         for seg in segs {
@@ -137,14 +140,14 @@ impl Array {
                 data_index: seg.at.data_index,
                 start: seg.at.offset_in_chunk,
                 end: seg.at.offset_in_chunk + seg.blocks,
-                data: &data[off..off + seg.blocks as usize * bs],
+                data: data(off..off + seg.blocks as usize * bs)?,
             };
             match stripes.last_mut() {
                 Some((s, v)) if *s == seg.at.stripe => v.push(cw),
                 _ => stripes.push((seg.at.stripe, vec![cw])),
             }
         }
-        stripes
+        Some(stripes)
     }
 
     /// The members [`Array::flush`] flushes (every present member, and a hot-replace member),

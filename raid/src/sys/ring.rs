@@ -53,6 +53,9 @@ pub enum RingBuf {
     Main,
     /// One of the engine's scratch buffers ([`RingRequest::scratch`]).
     Scratch(u16),
+    /// One of the caller's further buffers ([`RingRequest::more`]): a write gathered from
+    /// several requests.
+    More(u16),
 }
 
 /// One member operation of a [`RingRequest`].
@@ -88,6 +91,8 @@ pub struct RingRequest {
     pub tag: u64,
     /// The buffer the operations read into or write from.
     pub buf: Option<IoBuf>,
+    /// Further caller buffers ([`RingBuf::More`]; empty, with no allocation, for most).
+    pub more: Vec<IoBuf>,
     /// The RAID engine's scratch buffers (old data, parity) its operations use too.
     pub scratch: Vec<EngineBuf>,
     /// The operations (they may run in any order and in parallel; their ranges must not
@@ -96,6 +101,26 @@ pub struct RingRequest {
 }
 
 impl RingRequest {
+    /// The bytes of buffer `which` (empty when the request has no such buffer).
+    fn bytes(&self, which: RingBuf) -> &[u8] {
+        match which {
+            RingBuf::Main => self.buf.as_deref(),
+            RingBuf::Scratch(k) => self.scratch.get(usize::from(k)).map(|b| &b[..]),
+            RingBuf::More(k) => self.more.get(usize::from(k)).map(|b| &b[..]),
+        }
+        .unwrap_or_default()
+    }
+
+    /// [`RingRequest::bytes`], writable.
+    fn bytes_mut(&mut self, which: RingBuf) -> &mut [u8] {
+        match which {
+            RingBuf::Main => self.buf.as_deref_mut(),
+            RingBuf::Scratch(k) => self.scratch.get_mut(usize::from(k)).map(|b| &mut b[..]),
+            RingBuf::More(k) => self.more.get_mut(usize::from(k)).map(|b| &mut b[..]),
+        }
+        .unwrap_or_default()
+    }
+
     /// Runs the operations with the members' own blocking calls on the calling thread, in
     /// `order` (indices into `segs`), and completes the request as a ring would (the first
     /// failure is its result): for tests and tools that drive ring requests without a ring.
@@ -105,23 +130,19 @@ impl RingRequest {
             let Some(seg) = self.segs.get(i) else {
                 continue;
             };
-            let buf: &mut [u8] = match seg.buf {
-                RingBuf::Main => self.buf.as_deref_mut().unwrap_or_default(),
-                RingBuf::Scratch(k) => self
-                    .scratch
-                    .get_mut(usize::from(k))
-                    .map_or(&mut [][..], |b| &mut b[..]),
-            };
-            let r = match seg.kind {
+            let (which, kind, offset, range) = (seg.buf, seg.kind, seg.offset, seg.range.clone());
+            let member = seg.member.clone();
+            let buf = self.bytes_mut(which);
+            let r = match kind {
                 RingOpKind::Read => buf
-                    .get_mut(seg.range.clone())
+                    .get_mut(range)
                     .ok_or(MemberError::Unsupported("operation range"))
-                    .and_then(|b| seg.member.read_at(seg.offset, b)),
+                    .and_then(|b| member.read_at(offset, b)),
                 RingOpKind::Write => buf
-                    .get(seg.range.clone())
+                    .get(range)
                     .ok_or(MemberError::Unsupported("operation range"))
-                    .and_then(|b| seg.member.write_at(seg.offset, b)),
-                RingOpKind::Flush => seg.member.flush(),
+                    .and_then(|b| member.write_at(offset, b)),
+                RingOpKind::Flush => member.flush(),
             };
             if let (Err(e), Ok(())) = (r, &result) {
                 result = Err((i, e));
@@ -130,6 +151,7 @@ impl RingRequest {
         RingCompletion {
             tag: self.tag,
             buf: self.buf,
+            more: self.more,
             scratch: self.scratch,
             segs: self.segs,
             result,
@@ -144,6 +166,8 @@ pub struct RingCompletion {
     pub tag: u64,
     /// Its buffer, back.
     pub buf: Option<IoBuf>,
+    /// Its further buffers, back.
+    pub more: Vec<IoBuf>,
     /// Its scratch buffers, back.
     pub scratch: Vec<EngineBuf>,
     /// Its operations, for the caller's bookkeeping (which member failed).
@@ -314,15 +338,9 @@ impl OwnedRing {
         }
         let mut states = Vec::with_capacity(req.segs.len());
         for seg in &req.segs {
-            let (base, buf_len) = match seg.buf {
-                RingBuf::Main => req
-                    .buf
-                    .as_ref()
-                    .map_or((0, 0), |b| (b.as_ptr() as usize, b.len())),
-                RingBuf::Scratch(i) => req
-                    .scratch
-                    .get(usize::from(i))
-                    .map_or((0, 0), |b| (b.as_ptr() as usize, b.len())),
+            let (base, buf_len) = {
+                let b = req.bytes(seg.buf);
+                (b.as_ptr() as usize, b.len())
             };
             let Some(fd) = seg.member.direct_fd().map(|f| f.as_raw_fd()) else {
                 let e = MemberError::Unsupported("the member has no descriptor for direct I/O");
@@ -386,18 +404,14 @@ impl OwnedRing {
                 .build(),
             kind => {
                 // The request owns the buffer until this entry's completion is reaped.
-                let buf = match seg.buf {
-                    RingBuf::Main => flight.req.buf.as_mut().map(|b| b.as_mut_ptr()),
-                    RingBuf::Scratch(i) => flight
-                        .req
-                        .scratch
-                        .get_mut(usize::from(i))
-                        .map(|b| b.as_mut_ptr()),
-                }
-                .unwrap_or(std::ptr::null_mut());
+                let which = seg.buf;
+                let (start, done) = (seg.range.start, st.done);
+                let buf = flight.req.bytes_mut(which).as_mut_ptr();
                 // SAFETY: `submit` checked `range` lies inside the buffer; `done` < its
                 // length, so the pointer stays inside the same allocation.
-                let ptr = unsafe { buf.add(seg.range.start + st.done) };
+                let ptr = unsafe { buf.add(start + done) };
+                let seg = &flight.req.segs[i];
+                let st = &flight.segs[i];
                 let len = (seg.range.len() - st.done) as u32;
                 match (kind, st.fixed) {
                     (RingOpKind::Read, Some(idx)) => {
@@ -529,6 +543,7 @@ impl OwnedRing {
                 out.push(RingCompletion {
                     tag: flight.req.tag,
                     buf: flight.req.buf,
+                    more: flight.req.more,
                     scratch: flight.req.scratch,
                     segs: flight.req.segs,
                     result: flight.error.map_or(Ok(()), Err),
@@ -641,6 +656,7 @@ mod tests {
                 .collect();
             r.submit(RingRequest {
                 scratch: Vec::new(),
+                more: Vec::new(),
                 tag: t,
                 buf: Some(b),
                 segs,
@@ -668,6 +684,7 @@ mod tests {
             .collect();
         r.submit(RingRequest {
             scratch: Vec::new(),
+            more: Vec::new(),
             tag: 99,
             buf: Some(b),
             segs,
@@ -684,6 +701,7 @@ mod tests {
         }
         r.submit(RingRequest {
             scratch: Vec::new(),
+            more: Vec::new(),
             tag: 7,
             buf: None,
             segs: vec![RingSeg {
@@ -718,6 +736,7 @@ mod tests {
         // Misaligned range, range past the buffer, past the member's end: handed back.
         let mut req = RingRequest {
             scratch: Vec::new(),
+            more: Vec::new(),
             tag: 1,
             buf: Some(b),
             segs: vec![seg(0, 512..4096)],
@@ -756,6 +775,7 @@ mod tests {
             let b = bufs.pop().unwrap();
             r.submit(RingRequest {
                 scratch: Vec::new(),
+                more: Vec::new(),
                 tag: t,
                 buf: Some(b),
                 segs: vec![RingSeg {

@@ -193,6 +193,7 @@ pub(crate) fn try_direct(
     };
     let direct = RingRequest {
         scratch: Vec::new(),
+        more: Vec::new(),
         tag: req.tag,
         buf: req.buf.take(),
         segs,

@@ -236,8 +236,12 @@ impl<F: Fabric> Poller<F> {
         // CQ wait below counts whole milliseconds, so shorter waits nap in small steps).
         let due = self.until_due();
         // Completions held back by the CQ itself come with no notification: poll again soon.
-        // Parked writes wait for stripes other threads may hold: look again soon.
-        let due = if self.cq.holds_completions() || !self.writes.parked.is_empty() {
+        // Parked writes wait for stripes other threads may hold, held ones for a neighbour
+        // (or their time limit): look again soon.
+        let due = if self.cq.holds_completions()
+            || !self.writes.parked.is_empty()
+            || !self.writes.held.is_empty()
+        {
             Some(due.map_or(HELD_POLL, |d| d.min(HELD_POLL)))
         } else {
             due
@@ -328,6 +332,7 @@ impl<F: Fabric> Poller<F> {
             }
             self.ring_done = out;
             work += self.retry_parked();
+            work += self.start_held();
         }
         for i in 0..self.nsq.len() {
             done.clear();
@@ -402,10 +407,11 @@ impl<F: Fabric> Poller<F> {
             .collect();
         let msg = format!(
             "poller {}: still draining after 10 s: {} requests in flight ({} writes parked, {} \
-             on the ring), queues: [{}]",
+             held for a neighbour, {} on the ring), queues: [{}]",
             self.id,
             self.inflight.len(),
             self.writes.parked.len(),
+            self.writes.held.len(),
             self.writes.running.len(),
             queues.join("; ")
         );
@@ -742,6 +748,9 @@ impl<F: Fabric> Poller<F> {
             Step::Connect(c) => self.finish_connect(q, req, c),
             Step::AdminIn => self.run_admin(q, req),
             step @ Step::Write { .. } => {
+                if let (Step::Write { ns, lba, len, .. }, DataSrc::Pool) = (&step, req.data_src) {
+                    self.write_arrived(*ns, *lba, *len);
+                }
                 req.step = step;
                 self.submit(q, req);
             }
@@ -1080,6 +1089,9 @@ impl<F: Fabric> Poller<F> {
                 let len = data.len() as usize;
                 req.step = Step::Write { ns, lba, len, fua };
                 req.account = Some((ns, false, len as u64));
+                if matches!(data, DataLocation::Remote { .. }) {
+                    self.write_coming(ns, lba, len);
+                }
                 self.fetch(q, req, data, len);
             }
             IoRequest::Flush { nsid } => {
@@ -1202,9 +1214,15 @@ impl<F: Fabric> Poller<F> {
                 return self.respond(q, req, st, 0);
             }
         };
-        // The poller's own ring first, where it serves the request (no thread hop).
+        // The poller's own ring first, where it serves the request (no thread hop); a host
+        // write may wait there to be written with its neighbours.
         let (kind, lba, len) = (request.kind, request.lba, request.len);
-        let request = match self.start_array_write(ns, request, false) {
+        let taken = if matches!(req.step, Step::Write { .. }) {
+            self.gather_array_write(ns, request)
+        } else {
+            self.start_array_write(ns, request, false)
+        };
+        let request = match taken {
             writes::Taken::Yes => {
                 q.elsewhere += 1;
                 self.inflight.insert(tag, (q.qp_num().0, req));

@@ -7,9 +7,20 @@
 //! hands back after a member error goes to the namespace's storage workers, whose
 //! synchronous engine may block and mark members failed. A torn write (a member write failed
 //! part-way) keeps the array in reconstruct-write mode until its redo on the workers returns.
+//!
+//! **Streams are gathered into whole stripes.** A write that ends inside a stripe, while the
+//! write that continues it is already here with its data on the way (an RDMA READ), is held
+//! until that data arrives; writes in flight that follow one another then go to the engine as
+//! one task, and the stripes they cover together are written whole: no reads, parity from the
+//! new data only (md's stripe cache does the same). A sequential 128 KiB stream on 4 members
+//! with 64 KiB chunks (192 KiB stripes) becomes tasks of three writes and two whole stripes,
+//! where each write alone was a reconstruct-write. Nothing is acknowledged before its task
+//! completed, so the durability point is that of a single write. A write is held only while
+//! a neighbour's data is on its way, and never longer than [`HOLD_MAX`].
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use raidline_fabric::Fabric;
 use raidline_raid::{
@@ -28,16 +39,74 @@ pub(super) enum Taken {
     No(Request),
 }
 
+/// The longest a write is held for a neighbour whose data is on its way (a bound for the
+/// bookkeeping of a neighbour that never arrives: its queue closed, its RDMA READ failed).
+pub(super) const HOLD_MAX: Duration = Duration::from_millis(2);
+
+/// The most writes gathered into one task.
+const GATHER_MAX: usize = 16;
+
+/// A write task on the ring: its namespace, and the requests in it (tag, first block,
+/// bytes): the first, whose tag the task carries, then the gathered ones.
+pub(super) struct Running {
+    ns: usize,
+    first: (u64, ArrayBlock, usize),
+    more: Vec<(u64, ArrayBlock, usize)>,
+    task: WriteTask,
+}
+
+/// Writes whose data is on its way, by namespace and block: how many, and when the last
+/// one arrived.
+type Coming = rustc_hash::FxHashMap<(usize, u64), (u32, Instant)>;
+
 /// Write tasks on the ring and parked writes, per poller.
 #[derive(Default)]
 pub(super) struct Writes {
-    /// Tasks with a batch on the ring, by tag: (namespace, first block, bytes, task).
-    pub running: rustc_hash::FxHashMap<u64, (usize, ArrayBlock, usize, WriteTask)>,
+    /// Tasks with a batch on the ring, by tag.
+    pub running: rustc_hash::FxHashMap<u64, Running>,
     /// Writes waiting for a stripe: (namespace, request).
     pub parked: std::collections::VecDeque<(usize, Request)>,
     /// Redos of torn writes on the workers, by tag: the namespace (its array's torn count
     /// drops when the redo returns).
     pub torn: rustc_hash::FxHashMap<u64, usize>,
+    /// Stream writes held for a neighbour whose data is on its way: (namespace, request,
+    /// when it was held).
+    pub held: Vec<(usize, Request, Instant)>,
+    /// Array writes whose data is on its way, by (namespace, first block) ...
+    coming_at: Coming,
+    /// ... and by (namespace, block after the last).
+    coming_end: Coming,
+}
+
+/// Counts a write on its way in `map`.
+fn note(map: &mut Coming, key: (usize, u64), now: Instant) {
+    let e = map.entry(key).or_insert((0, now));
+    e.0 += 1;
+    e.1 = now;
+}
+
+/// Forgets one write on its way.
+fn forget(map: &mut Coming, key: (usize, u64)) {
+    if let Some(e) = map.get_mut(&key) {
+        e.0 -= 1;
+        if e.0 == 0 {
+            map.remove(&key);
+        }
+    }
+}
+
+/// Whether a write is on its way at `key` (and not so old that it will not come).
+fn on_its_way(map: &Coming, key: (usize, u64), now: Instant) -> bool {
+    map.get(&key)
+        .is_some_and(|&(n, at)| n > 0 && now.saturating_duration_since(at) < HOLD_MAX)
+}
+
+/// A run of held writes that follow one another: indices into the held list, in block
+/// order, the first block and the block after the last.
+struct Run {
+    members: Vec<usize>,
+    start: u64,
+    end: u64,
 }
 
 fn array_of(backend: &Backend) -> Option<&Arc<Array>> {
@@ -69,12 +138,16 @@ impl<F: Fabric> Poller<F> {
         let Some(buf) = req.buf.take() else {
             return Taken::No(req);
         };
-        match array.start_write(req.tag, req.lba, req.len, buf, true) {
+        match array.start_write(req.tag, req.lba, req.len, buf, Vec::new(), true) {
             WriteStart::Started(task, rr) => match ring.submit(rr) {
                 Ok(()) => {
-                    self.writes
-                        .running
-                        .insert(req.tag, (ns, req.lba, req.len, task));
+                    let running = Running {
+                        ns,
+                        first: (req.tag, req.lba, req.len),
+                        more: Vec::new(),
+                        task,
+                    };
+                    self.writes.running.insert(req.tag, running);
                     shared
                         .data_path
                         .ring_requests
@@ -83,11 +156,11 @@ impl<F: Fabric> Poller<F> {
                 }
                 Err((rr, e)) => {
                     tracing::debug!("poller {}: ring refused a write: {e}", self.id);
-                    req.buf = task.abort(array, rr);
+                    req.buf = task.abort(array, rr).0;
                     Taken::No(req)
                 }
             },
-            WriteStart::Busy(buf) => {
+            WriteStart::Busy(buf, _) => {
                 req.buf = Some(buf);
                 if !retry {
                     shared
@@ -98,11 +171,243 @@ impl<F: Fabric> Poller<F> {
                 self.writes.parked.push_back((ns, req));
                 Taken::Yes
             }
-            WriteStart::Declined(buf) => {
+            WriteStart::Declined(buf, _) => {
                 req.buf = Some(buf);
                 Taken::No(req)
             }
         }
+    }
+
+    /// An array write's command arrived and its data is on its way (an RDMA READ).
+    pub(super) fn write_coming(&mut self, ns: usize, lba: u64, len: usize) {
+        let Some(array) = array_of(&self.shared.namespaces[ns].backend) else {
+            return;
+        };
+        let blocks = (len / array.geometry().block_bytes()) as u64;
+        let now = Instant::now();
+        note(&mut self.writes.coming_at, (ns, lba), now);
+        note(&mut self.writes.coming_end, (ns, lba + blocks), now);
+        // Writes that never arrived (their queue closed during the READ) are forgotten.
+        if self.writes.coming_at.len() > 4096 {
+            for map in [&mut self.writes.coming_at, &mut self.writes.coming_end] {
+                map.retain(|_, (_, at)| now.saturating_duration_since(*at) < HOLD_MAX);
+            }
+        }
+    }
+
+    /// An array write's data arrived (see [`Poller::write_coming`]).
+    pub(super) fn write_arrived(&mut self, ns: usize, lba: u64, len: usize) {
+        let Some(array) = array_of(&self.shared.namespaces[ns].backend) else {
+            return;
+        };
+        let blocks = (len / array.geometry().block_bytes()) as u64;
+        forget(&mut self.writes.coming_at, (ns, lba));
+        forget(&mut self.writes.coming_end, (ns, lba + blocks));
+    }
+
+    /// A host write whose data is here: held to be gathered with its neighbours into whole
+    /// stripes when it ends inside a stripe (see the module documentation), else started.
+    pub(super) fn gather_array_write(&mut self, ns: usize, req: Request) -> Taken {
+        let gatherable = !self.draining
+            && self.ring.is_some()
+            && req.kind == RequestKind::Write
+            && array_of(&self.shared.namespaces[ns].backend).is_some_and(|a| {
+                let geo = a.geometry();
+                let cb = geo.chunk_blocks();
+                let sb = cb * geo.data_members() as u64;
+                let end = req.lba.0 + (req.len / geo.block_bytes()) as u64;
+                // Whole chunks (a chunk never straddles two buffers), not whole stripes.
+                req.len % geo.block_bytes() == 0
+                    && req.lba.0 % cb == 0
+                    && end % cb == 0
+                    && !(req.lba.0 % sb == 0 && end % sb == 0)
+            });
+        if !gatherable {
+            return self.start_array_write(ns, req, false);
+        }
+        self.writes.held.push((ns, req, Instant::now()));
+        self.start_held();
+        Taken::Yes
+    }
+
+    /// Starts the held runs that are ready: whole at both ends, or with no neighbour on its
+    /// way, or held too long, or as long as one task takes. Returns how many requests left.
+    pub(super) fn start_held(&mut self) -> usize {
+        if self.writes.held.is_empty() {
+            return 0;
+        }
+        let now = Instant::now();
+        let shared = self.shared.clone();
+        let held = &mut self.writes.held;
+        held.sort_unstable_by_key(|(ns, r, _)| (*ns, r.lba.0));
+        let mut runs: Vec<Run> = Vec::new();
+        for (i, (ns, r, _)) in held.iter().enumerate() {
+            let Some(array) = array_of(&shared.namespaces[*ns].backend) else {
+                continue;
+            };
+            let geo = array.geometry();
+            let sb = geo.chunk_blocks() * geo.data_members() as u64;
+            let end = r.lba.0 + (r.len / geo.block_bytes()) as u64;
+            match runs.last_mut() {
+                Some(run)
+                    if held[run.members[0]].0 == *ns
+                        && run.end == r.lba.0
+                        && run.members.len() < GATHER_MAX
+                        && (end - 1) / sb - run.start / sb
+                            < raidline_raid::ROUND_STRIPES as u64 =>
+                {
+                    run.members.push(i);
+                    run.end = end;
+                }
+                _ => runs.push(Run {
+                    members: vec![i],
+                    start: r.lba.0,
+                    end,
+                }),
+            }
+        }
+        // Where the running tasks end: a run that continues one is the front of a stream,
+        // whose next write the host sends when that task completes.
+        let fronts: Vec<(usize, u64)> = self
+            .writes
+            .running
+            .values()
+            .filter_map(|r| {
+                let bs = array_of(&shared.namespaces[r.ns].backend)?
+                    .geometry()
+                    .block_bytes();
+                let (_, lba, len) = r.more.last().unwrap_or(&r.first);
+                Some((r.ns, lba.0 + (len / bs) as u64))
+            })
+            .collect();
+        let mut ready: Vec<Vec<usize>> = Vec::new();
+        for run in runs {
+            let ns = held[run.members[0]].0;
+            let Some(array) = array_of(&shared.namespaces[ns].backend) else {
+                continue;
+            };
+            let geo = array.geometry();
+            let sb = geo.chunk_blocks() * geo.data_members() as u64;
+            // Wait at the head for a write whose data is on its way; at the tail for one on
+            // its way, or for the next of a stream while the write before it runs.
+            let head =
+                run.start % sb == 0 || !on_its_way(&self.writes.coming_end, (ns, run.start), now);
+            let tail = run.end % sb == 0
+                || !(on_its_way(&self.writes.coming_at, (ns, run.end), now)
+                    || fronts.contains(&(ns, run.start)));
+            let long = run.members.len() >= GATHER_MAX
+                || (run.end - 1) / sb - run.start / sb + 1 >= raidline_raid::ROUND_STRIPES as u64;
+            let old = run
+                .members
+                .iter()
+                .any(|&i| now.saturating_duration_since(held[i].2) >= HOLD_MAX);
+            if (head && tail) || long || old || self.draining {
+                ready.push(run.members);
+            }
+        }
+        if ready.is_empty() {
+            return 0;
+        }
+        // Take the ready runs out of the held list (highest index first keeps the others').
+        let mut taken: Vec<(usize, Vec<Request>)> = Vec::with_capacity(ready.len());
+        let mut out: Vec<Option<(usize, Request, Instant)>> =
+            std::mem::take(held).into_iter().map(Some).collect();
+        for members in &ready {
+            let reqs: Vec<(usize, Request)> = members
+                .iter()
+                .filter_map(|&i| out[i].take().map(|(ns, r, _)| (ns, r)))
+                .collect();
+            let ns = reqs[0].0;
+            taken.push((ns, reqs.into_iter().map(|(_, r)| r).collect()));
+        }
+        *held = out.into_iter().flatten().collect();
+        let mut moved = 0;
+        for (ns, reqs) in taken {
+            moved += self.start_run(ns, reqs);
+        }
+        moved
+    }
+
+    /// Starts held writes that follow one another as one task. Returns how many requests
+    /// left the held list (a run whose stripe is busy goes back to it).
+    fn start_run(&mut self, ns: usize, mut reqs: Vec<Request>) -> usize {
+        let shared = self.shared.clone();
+        let n = reqs.len();
+        let array = array_of(&shared.namespaces[ns].backend);
+        let (Some(array), Some(ring), false, true) =
+            (array, self.ring.as_mut(), self.draining, n > 1)
+        else {
+            for req in reqs {
+                if let Taken::No(req) = self.start_array_write(ns, req, false) {
+                    self.hand_to_workers(ns, req);
+                }
+            }
+            return n;
+        };
+        let (Some(buf), first) = (reqs[0].buf.take(), (reqs[0].tag, reqs[0].lba, reqs[0].len))
+        else {
+            unreachable!("a held write holds its data")
+        };
+        let more_bufs: Vec<(raidline_raid::IoBuf, usize)> = reqs[1..]
+            .iter_mut()
+            .map(|r| (r.buf.take().expect("a held write holds its data"), r.len))
+            .collect();
+        let give_back = |reqs: &mut Vec<Request>, buf: Option<IoBuf>, more: Vec<IoBuf>| {
+            reqs[0].buf = buf;
+            for (r, b) in reqs[1..].iter_mut().zip(more) {
+                r.buf = Some(b);
+            }
+        };
+        let (buf, more) = match array.start_write(first.0, first.1, first.2, buf, more_bufs, true) {
+            WriteStart::Started(task, rr) => match ring.submit(rr) {
+                Ok(()) => {
+                    let more = reqs[1..].iter().map(|r| (r.tag, r.lba, r.len)).collect();
+                    let running = Running {
+                        ns,
+                        first,
+                        more,
+                        task,
+                    };
+                    self.writes.running.insert(first.0, running);
+                    let data_path = &shared.data_path;
+                    data_path
+                        .ring_requests
+                        .fetch_add(n as u64, Ordering::Relaxed);
+                    data_path
+                        .gathered_writes
+                        .fetch_add(n as u64, Ordering::Relaxed);
+                    return n;
+                }
+                Err((rr, e)) => {
+                    tracing::debug!("poller {}: ring refused a gathered write: {e}", self.id);
+                    let (buf, more) = task.abort(array, rr);
+                    give_back(&mut reqs, buf, more);
+                    for req in reqs {
+                        self.hand_to_workers(ns, req);
+                    }
+                    return n;
+                }
+            },
+            WriteStart::Busy(buf, more) => {
+                // A stripe is held (a write that started before its neighbour was here, or
+                // maintenance): the run waits, whole, and is tried again at the next pass.
+                give_back(&mut reqs, Some(buf), more);
+                let now = Instant::now();
+                self.writes
+                    .held
+                    .extend(reqs.into_iter().map(|r| (ns, r, now)));
+                return 0;
+            }
+            WriteStart::Declined(buf, more) => (Some(buf), more),
+        };
+        // Declined together: each on its own (a run of a degraded array goes to the workers).
+        give_back(&mut reqs, buf, more);
+        for req in reqs {
+            if let Taken::No(req) = self.start_array_write(ns, req, false) {
+                self.hand_to_workers(ns, req);
+            }
+        }
+        n
     }
 
     /// Tries the parked writes again (once each); returns how many left the queue.
@@ -131,43 +436,65 @@ impl<F: Fabric> Poller<F> {
     #[allow(clippy::result_large_err)]
     pub(super) fn on_write_task(&mut self, c: RingCompletion) -> Result<(), RingCompletion> {
         let shared = self.shared.clone();
-        let tag = c.tag;
-        let array = match self.writes.running.get(&tag) {
-            // An array does not leave its namespace while the daemon runs.
-            Some(&(ns, ..)) => array_of(&shared.namespaces[ns].backend),
-            None => return Err(c),
-        };
-        let (Some(array), Some((ns, lba, len, mut task))) =
-            (array, self.writes.running.remove(&tag))
-        else {
+        let Some(mut run) = self.writes.running.remove(&c.tag) else {
             return Err(c);
         };
-        match task.complete(array, c) {
+        // An array does not leave its namespace while the daemon runs.
+        let Some(array) = array_of(&shared.namespaces[run.ns].backend) else {
+            unreachable!("a write task's namespace serves its array")
+        };
+        match run.task.complete(array, c) {
             WriteNext::Submit(rr) => {
                 let Some(ring) = self.ring.as_mut() else {
                     unreachable!("a task completed on a ring")
                 };
                 match ring.submit(rr) {
                     Ok(()) => {
-                        self.writes.running.insert(tag, (ns, lba, len, task));
+                        self.writes.running.insert(run.first.0, run);
                     }
                     Err((rr, e)) => {
                         tracing::debug!("poller {}: ring refused a write's batch: {e}", self.id);
-                        let buf = task.abort(array, rr);
-                        self.redo_write(ns, tag, lba, len, buf, false);
+                        let (buf, more) = run.task.abort(array, rr);
+                        self.redo_run(run.ns, run.first, buf, run.more, more, false);
                     }
                 }
             }
-            WriteNext::Done(buf) => {
+            WriteNext::Done(buf, more) => {
                 self.on_storage(Done {
-                    tag,
+                    tag: run.first.0,
                     buf,
                     result: Ok(()),
                 });
+                for ((tag, ..), buf) in run.more.into_iter().zip(more) {
+                    self.on_storage(Done {
+                        tag,
+                        buf: Some(buf),
+                        result: Ok(()),
+                    });
+                }
             }
-            WriteNext::Redo { buf, torn } => self.redo_write(ns, tag, lba, len, buf, torn),
+            WriteNext::Redo { buf, more, torn } => {
+                self.redo_run(run.ns, run.first, buf, run.more, more, torn)
+            }
         }
         Ok(())
+    }
+
+    /// Hands each write of a task the ring could not finish to the workers' engine.
+    fn redo_run(
+        &mut self,
+        ns: usize,
+        (tag, lba, len): (u64, ArrayBlock, usize),
+        buf: Option<IoBuf>,
+        reqs: Vec<(u64, ArrayBlock, usize)>,
+        bufs: Vec<IoBuf>,
+        torn: bool,
+    ) {
+        self.redo_write(ns, tag, lba, len, buf, torn);
+        let mut bufs = bufs.into_iter();
+        for (tag, lba, len) in reqs {
+            self.redo_write(ns, tag, lba, len, bufs.next(), torn);
+        }
     }
 
     /// Hands a write the ring could not finish to the workers' engine.
