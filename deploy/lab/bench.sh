@@ -3,6 +3,7 @@
 # soft-RoCE guest, same 4 drives, same fio jobs, in alternating rounds.
 #
 #   deploy/lab/bench.sh [--rounds N] [--runtime SECS] [--io-paths "ring workers"] [--results DIR]
+#                       [--jobs "seqwrite-128k ..."]   (a subset of the jobs below; default all)
 #
 # Per round, in alternating order (round 1 raidline first, round 2 the kernel first, ...):
 #   - raidline (one poller, `io_path` from --io-paths; each listed path is its own phase) serving
@@ -24,14 +25,15 @@ root=$(cd "$here/../.." && pwd)
 
 if [ "${LAB_ROLE:-}" = "" ]; then
   # On the host: build, then run this script inside one guest with 4 drives.
-  rounds=3 runtime=10 paths="ring workers" results=""
+  rounds=3 runtime=10 paths="ring workers" results="" only=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --rounds) rounds=$2; shift 2 ;;
       --runtime) runtime=$2; shift 2 ;;
       --io-paths) paths=$2; shift 2 ;;
       --results) results=$2; shift 2 ;;
-      *) echo "usage: bench.sh [--rounds N] [--runtime SECS] [--io-paths \"ring workers\"] [--results DIR]" >&2; exit 2 ;;
+      --jobs) only=$2; shift 2 ;;
+      *) echo "usage: bench.sh [--rounds N] [--runtime SECS] [--io-paths \"ring workers\"] [--results DIR] [--jobs \"JOB ...\"]" >&2; exit 2 ;;
     esac
   done
   cd "$root"
@@ -39,7 +41,8 @@ if [ "${LAB_ROLE:-}" = "" ]; then
   nphases=$(( ($(wc -w <<< "$paths") + 1) * rounds ))
   timeout=$(( nphases * 9 * (runtime + 12) + 600 ))
   args=(--drives 4 --drive-size 2G --mem 3072 --timeout "$timeout"
-        --env "BENCH_ROUNDS=$rounds" --env "FIO_RUNTIME=$runtime" --env "BENCH_PATHS=$paths")
+        --env "BENCH_ROUNDS=$rounds" --env "FIO_RUNTIME=$runtime" --env "BENCH_PATHS=$paths"
+        --env "BENCH_JOBS=$only")
   [ -z "$results" ] || args+=(--results "$results")
   exec "$here/run" "${args[@]}" -- "$here/bench.sh"
 fi
@@ -55,6 +58,13 @@ knqn=nqn.2026-11.io.raidline:ref-md5
 kram=nqn.2026-11.io.raidline:ref-ram
 jobs=(randread-4k randwrite-4k seqwrite-128k seqread-128k fullstripe-192k)
 ramjobs=(randread-4k randwrite-4k seqwrite-128k seqread-128k)
+if [ -n "${BENCH_JOBS:-}" ]; then
+  # Keep the listed jobs only (on the RAID-5 and the RAM-disk namespaces alike).
+  keep() { local j; for j in "$@"; do [[ " $BENCH_JOBS " == *" $j "* ]] && echo "$j"; done; true; }
+  mapfile -t jobs < <(keep "${jobs[@]}")
+  mapfile -t ramjobs < <(keep "${ramjobs[@]}")
+  [ ${#jobs[@]} -gt 0 ] || { lab_fail "--jobs names none of: ${jobs[*]}"; exit 1; }
+fi
 out=$LAB_RUN/bench
 mkdir -p "$out"
 : > "$out/rows.txt"
