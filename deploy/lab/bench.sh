@@ -63,7 +63,7 @@ if [ -n "${BENCH_JOBS:-}" ]; then
   keep() { local j; for j in "$@"; do [[ " $BENCH_JOBS " == *" $j "* ]] && echo "$j"; done; true; }
   mapfile -t jobs < <(keep "${jobs[@]}")
   mapfile -t ramjobs < <(keep "${ramjobs[@]}")
-  [ ${#jobs[@]} -gt 0 ] || { lab_fail "--jobs names none of: ${jobs[*]}"; exit 1; }
+  [ ${#jobs[@]} -gt 0 ] || { lab_fail "--jobs names none of: randread-4k randwrite-4k seqwrite-128k seqread-128k fullstripe-192k"; exit 1; }
 fi
 out=$LAB_RUN/bench
 mkdir -p "$out"
@@ -124,6 +124,8 @@ raidline_phase() {
   run_jobs "raidline-$path" "$dev" "${jobs[@]}"
   run_jobs "raidline-$path-ram" "$rdev" "${ramjobs[@]}"
   "$LAB_DIR/raidline.sh" cli status > "$out/status-$path.txt" 2>&1 || true
+  # How the array's stripes were written (whole, read-modify-write, reconstruct-write).
+  grep "stripes written" "$out/status-$path.txt" | sed "s/^ */raidline ($path) /" >&2 || true
   nvme disconnect -n "$nqn" > /dev/null
   nvme disconnect -n "$rnqn" > /dev/null
   "$LAB_DIR/raidline.sh" stop

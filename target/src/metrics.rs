@@ -166,6 +166,8 @@ pub struct ArrayGauges {
     pub write_hole_exposed: bool,
     /// Its write-hole policy is "always" (every write that is not a whole stripe is logged).
     pub write_hole_always: bool,
+    /// Stripes written since start-up, by how (absent while it does not run).
+    pub stripe_writes: Option<crate::mgmt::StripeWrites>,
 }
 
 /// Gauges of one queue pair at scrape time.
@@ -214,6 +216,7 @@ impl Snapshot {
                 refused: a.refused.is_some() || a.state == "refused",
                 write_hole_exposed: a.exposure.is_some(),
                 write_hole_always: a.write_hole_policy == "always",
+                stripe_writes: a.stripe_writes,
             })
             .collect();
         let queues = r
@@ -481,6 +484,19 @@ fn render_arrays(w: &mut Exposition, arrays: &[ArrayGauges]) {
         w.per((name, "gauge", help), arrays, array_label, |a| {
             Value::Int(u64::from(pick(a)))
         });
+    }
+    let name = "raidline_array_stripe_writes_total";
+    w.family(
+        name,
+        "counter",
+        "Stripes written, by how: whole (no reads), read-modify-write, reconstruct-write.",
+    );
+    for a in arrays {
+        if let Some(s) = a.stripe_writes {
+            for (mode, v) in [("full", s.full), ("rmw", s.rmw), ("rcw", s.rcw)] {
+                w.sample(name, &[("array", &a.name), ("mode", mode)], Value::Int(v));
+            }
+        }
     }
     for (name, help, pick) in [
         (
@@ -756,6 +772,11 @@ mod tests {
             write_hole_policy: "degraded".into(),
             refused: None,
             exposure: None,
+            stripe_writes: (state == "rebuilding").then_some(StripeWrites {
+                full: 7,
+                rmw: 5,
+                rcw: 3,
+            }),
         };
         let q = |qid, rate, rtt_us| QueueStatus {
             qid,
@@ -817,6 +838,11 @@ mod tests {
                 refused: false,
                 write_hole_exposed: false,
                 write_hole_always: false,
+                stripe_writes: Some(crate::mgmt::StripeWrites {
+                    full: 7,
+                    rmw: 5,
+                    rcw: 3
+                }),
             }
         );
         assert_eq!(snap.arrays[1].degraded_members, 2);
@@ -922,6 +948,15 @@ mod tests {
             get("raidline_array_degraded_members", &[("array", "array0")]),
             1.0
         );
+        for (mode, n) in [("full", 7.0), ("rmw", 5.0), ("rcw", 3.0)] {
+            assert_eq!(
+                get(
+                    "raidline_array_stripe_writes_total",
+                    &[("array", "array0"), ("mode", mode)]
+                ),
+                n
+            );
+        }
         assert_eq!(
             get(
                 "raidline_array_rebuild_progress_ratio",

@@ -659,6 +659,14 @@ impl Management for Api {
                     exposure: arr
                         .exposure()
                         .map(|e| exposure_status(&e, geo.block_bytes() as u64)),
+                    stripe_writes: {
+                        let s = arr.stats();
+                        Some(crate::mgmt::StripeWrites {
+                            full: s.full_stripe,
+                            rmw: s.rmw,
+                            rcw: s.rcw,
+                        })
+                    },
                 }
             })
             .collect();
@@ -968,6 +976,7 @@ fn refused_status(a: &ArrayEntry) -> ArrayStatus {
                 .unwrap_or_else(|| "not running".into()),
         ),
         exposure: None,
+        stripe_writes: None,
     }
 }
 

@@ -96,6 +96,20 @@ pub struct ArrayStatus {
     /// until a rebuild has rewritten those stripes.
     #[serde(default)]
     pub exposure: Option<ExposureStatus>,
+    /// Stripes written since start-up, by how (absent for an array that is not running).
+    #[serde(default)]
+    pub stripe_writes: Option<StripeWrites>,
+}
+
+/// Stripes an array wrote, by how: whole (no reads), read-modify-write, reconstruct-write.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StripeWrites {
+    /// Written whole: parity from the new data only.
+    pub full: u64,
+    /// Read-modify-write: old data and old parity read first.
+    pub rmw: u64,
+    /// Reconstruct-write: the unwritten data read first.
+    pub rcw: u64,
 }
 
 /// Regions of an array started over an uncovered unclean degraded stop whose parity may be

@@ -80,6 +80,13 @@ fn array(out: &mut String, a: &ArrayStatus) {
     if let Some(e) = &a.exposure {
         exposure(out, e);
     }
+    if let Some(w) = &a.stripe_writes {
+        let _ = writeln!(
+            out,
+            "    stripes written: {} whole, {} read-modify-write, {} reconstruct-write",
+            w.full, w.rmw, w.rcw
+        );
+    }
     let mut rows = vec![row(["role", "state", "device"])];
     for m in &a.members {
         let path = if m.path.is_empty() { "-" } else { &m.path };

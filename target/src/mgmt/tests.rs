@@ -140,6 +140,11 @@ pub(crate) fn sample() -> StatusReport {
             write_hole_policy: "degraded".into(),
             refused: None,
             exposure: None,
+            stripe_writes: Some(StripeWrites {
+                full: 12,
+                rmw: 3,
+                rcw: 4,
+            }),
         }],
         subsystems: vec![SubsystemStatus {
             nqn: "nqn.2026-11.io.raidline:array0".into(),
@@ -536,6 +541,7 @@ fn rendered_status_names_the_key_fields() {
         "role  state       device",
         "1     rebuilding  /dev/nvme4n1",
         "spares: none",
+        "stripes written: 12 whole, 3 read-modify-write, 4 reconstruct-write",
         "rebuild: 25.0 % (1.00 TiB of 4.00 TiB) at 200.00 MiB/s, 04:22:09 left",
         "nqn.2026-11.io.raidline:array0",
         "serial RL3F1C2A449B2E, model Raidline RAID-5",
