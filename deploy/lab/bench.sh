@@ -18,6 +18,12 @@
 #   RATIO <job> raidline=<median IOPS> kernel=<median IOPS> ratio=<r> cpu_raidline=<%> cpu_kernel=<%>
 # (RAM-disk jobs as `ram-<job>`; a variant other than the first as `raidline-<path>=`), after
 # the per-round table. Lab figures are ratios only: absolute numbers follow the host's load.
+#
+# The fabric's own floor, each round: perftest's ib_read_bw and ib_write_bw, 128 KiB messages,
+# 16 in flight, one thread, client and server in this guest (the path a target's RDMA READ of
+# a host write, and RDMA WRITE of a read's data, take; rxe does its work, both ends included,
+# on the posting thread's CPU). Output, for the 128 KiB jobs:
+#   FLOOR <rdma-read-128k|rdma-write-128k> ops=<median ops/s> cpu=<%> <job>: raidline=<x of ops> kernel=<x>
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -160,8 +166,28 @@ kernel_phase() {
   for d in $(lab_nvme_drives); do dd if=/dev/zero of="$d" bs=1M count=2 oflag=direct status=none; done
 }
 
+# floor_phase: one row per perftest tool, 128 KiB messages (ops/s from its average MiB/s).
+floor_phase() {
+  local tool job a b line mib
+  for tool in ib_read_bw ib_write_bw; do
+    job=rdma-${tool#ib_}
+    job=${job%_bw}-128k
+    a=$(cpu_line)
+    lab_perftest_server "$tool" -s 131072 -t 16 -D "$runtime"
+    line=$(lab_perftest_client "$tool" "$LAB_IP" -s 131072 -t 16 -D "$runtime" | tail -n 1) ||
+      { lab_log "floor: $tool failed"; continue; }
+    wait "$LAB_PERF_PID" || true
+    b=$(cpu_line)
+    # "#bytes #iterations BW-peak BW-average MsgRate": BW in MiB/s.
+    mib=$(awk '{ print $4 }' <<< "$line")
+    printf '%s %s %s %s\n' floor "$job" "$(awk -v m="$mib" 'BEGIN { printf "%d", m * 8 }')" \
+      "$(busy_pct "$a" "$b")" | tee -a "$out/rows.txt" >&2
+  done
+}
+
 for r in $(seq "$rounds"); do
   lab_log "round $r of $rounds"
+  floor_phase
   if [ $((r % 2)) -eq 1 ]; then
     for p in "${paths[@]}"; do raidline_phase "$p"; done
     kernel_phase
@@ -189,5 +215,13 @@ col() { awk -v l="$1" -v j="$2" -v c="$3" '$1 == l && $2 == j { print $c }' "$ou
           printf "RATIO %s %s=%d kernel=%d ratio=%.2f cpu_raidline=%.1f cpu_kernel=%.1f\n", j, n, ri, ki, (ki > 0 ? ri / ki : 0), rc, kc }'
       done
     done
+  done
+  # The fabric's floor beside the 128 KiB jobs that move their data the same way.
+  for f in "rdma-read-128k seqwrite-128k" "rdma-write-128k seqread-128k"; do
+    read -r fj j <<< "$f"
+    fo=$(col floor "$fj" 3) fc=$(col floor "$fj" 4)
+    ri=$(col "raidline-${paths[0]}" "$j" 3) ki=$(col kernel "$j" 3)
+    awk -v fj="$fj" -v j="$j" -v fo="$fo" -v fc="$fc" -v ri="$ri" -v ki="$ki" 'BEGIN {
+      if (fo > 0) printf "FLOOR %s ops=%d cpu=%.1f %s: raidline=%.2f kernel=%.2f\n", fj, fo, fc, j, ri / fo, ki / fo }'
   done
 } | tee "$out/summary.txt"
