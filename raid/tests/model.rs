@@ -52,8 +52,8 @@ use proptest::prelude::*;
 use raidline_raid::{
     Array, ArrayBlock, ArrayConfig, AssembleOptions, BlockSize, BufferArena, ChunkSize, CpuXor,
     Executor, Exposure, Fault, FaultHandle, FaultyMember, IoBuf, MemMember, Member, MemberIdx,
-    MemberOp, PowerSwitch, RaidError, RingCompletion, RingRequest, StripeIdx, SyncExecutor,
-    Throttle, WriteHolePolicy, WriteNext, WriteStart, WriteTask,
+    MemberOp, PowerSwitch, RaidError, ReadNext, ReadStart, RingCompletion, RingRequest, StripeIdx,
+    SyncExecutor, Throttle, WriteHolePolicy, WriteNext, WriteStart, WriteTask,
 };
 
 const MIB: usize = 1 << 20;
@@ -619,9 +619,37 @@ impl World {
                 }
                 let (s, l) = self.range(start, len);
                 let mut buf = vec![0u8; l as usize * self.bs];
-                self.array
-                    .read(&mut SyncExecutor, ArrayBlock(s), &mut buf)
-                    .unwrap();
+                match self.ring.as_mut() {
+                    // As a poller reads, degraded or not: one batch, rebuilt on completion;
+                    // what the path declines or hands back goes to the engine.
+                    Some(bufs) => {
+                        let b = bufs.pop().expect("a request buffer");
+                        let mut rng = start | 1;
+                        let len = buf.len();
+                        let back = match self.array.start_read(7, ArrayBlock(s), len, b, false) {
+                            ReadStart::Started(mut t, req) => {
+                                match t.complete(&self.array, run_request(req, &mut rng)) {
+                                    ReadNext::Done(b) => b.map(|b| (b, true)),
+                                    ReadNext::Redo(b) => b.map(|b| (b, false)),
+                                }
+                            }
+                            ReadStart::Busy(_) => panic!("no stripe is held between requests"),
+                            ReadStart::Declined(b) => Some((b, false)),
+                        };
+                        let (mut b, done) = back.expect("the buffer comes back");
+                        if !done {
+                            self.array
+                                .read(&mut SyncExecutor, ArrayBlock(s), &mut b[..len])
+                                .unwrap();
+                        }
+                        buf.copy_from_slice(&b[..len]);
+                        bufs.push(b);
+                    }
+                    None => self
+                        .array
+                        .read(&mut SyncExecutor, ArrayBlock(s), &mut buf)
+                        .unwrap(),
+                }
                 assert!(
                     buf == self.model[s as usize * self.bs..][..buf.len()],
                     "read differs"

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use common::*;
 use raidline_initiator::{Lba, Nsid};
-use raidline_raid::{ArrayBlock, MemMember, Member, MemberError, SyncExecutor};
+use raidline_raid::{ArrayBlock, MemMember, Member, MemberError, MemberIdx, SyncExecutor};
 
 /// An in-memory disk whose direct-I/O descriptor is a directory.
 #[derive(Debug)]
@@ -95,6 +95,36 @@ fn a_read_failing_on_the_ring_is_redone_by_the_engine_and_fails_the_member() {
     // The whole array still reads back (degraded: the missing member's blocks rebuilt).
     let all = read_whole(&mut c, &ns, cap);
     assert!(all == data, "the degraded array differs");
+    c.shutdown().unwrap();
+    let errs = target.shutdown();
+    assert!(errs.is_empty(), "{errs:?}");
+}
+
+/// A degraded array (one member set faulty) read whole by the host: every chunk on the
+/// missing member is rebuilt by a read task on the poller's ring, with no storage worker.
+#[test]
+fn degraded_reads_are_rebuilt_on_the_ring_without_workers() {
+    let array = create_array(file_members("ring-degraded-read", None));
+    let data = fill(&array, 0xDE6A);
+    let cap = data.len();
+    array.set_faulty(MemberIdx(1)).expect("set faulty");
+    assert_eq!(array.degraded_roles(), vec![1]);
+    let before = array.stats().degraded_read_segments;
+    let (net, addr, target) = serve(&array);
+    let mut c = raidline_initiator::Controller::connect(net.device("host1"), addr, options(1))
+        .expect("connect");
+    let ns = c.namespace(Nsid(1)).unwrap();
+    let all = read_whole(&mut c, &ns, cap);
+    assert!(all == data, "the degraded array differs");
+    let rebuilt = array.stats().degraded_read_segments - before;
+    assert!(rebuilt > 0, "no chunk was rebuilt");
+    let dp = &target.shared().data_path;
+    assert!(dp.ring_requests.load(Ordering::Relaxed) > 0);
+    assert_eq!(
+        dp.worker_requests.load(Ordering::Relaxed),
+        0,
+        "a degraded read went to a storage worker"
+    );
     c.shutdown().unwrap();
     let errs = target.shutdown();
     assert!(errs.is_empty(), "{errs:?}");

@@ -26,6 +26,7 @@ pub mod flush;
 pub mod locks;
 pub mod ppl;
 pub mod read;
+pub mod read_task;
 pub mod replace;
 pub mod sync;
 pub mod task;
@@ -45,6 +46,7 @@ use crate::sys::buf::{BufferArena, IoBuf};
 
 pub use assemble::{AssembleOptions, Assembled};
 pub use read::DirectRead;
+pub use read_task::{ReadNext, ReadStart, ReadTask};
 pub use replace::ReplaceStatus;
 pub use sync::{SyncKind, SyncProgress, Throttle};
 pub use task::{WriteNext, WriteStart, WriteTask};

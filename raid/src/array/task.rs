@@ -770,7 +770,7 @@ fn mirror(view: &View, role: usize, stripe: StripeIdx) -> Option<&Arc<dyn Member
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::array::{ArrayConfig, MetaLayout};
     use crate::geometry::{BlockSize, ChunkSize};
@@ -781,7 +781,9 @@ mod tests {
 
     const CHUNK: usize = 4096;
 
-    fn rig() -> (Array, Vec<FaultHandle>) {
+    /// Four in-memory members behind fault injectors, 4 KiB chunks, a bitmap region of two
+    /// stripes.
+    pub(in crate::array) fn rig() -> (Array, Vec<FaultHandle>) {
         let (arcs, faults): (Vec<Arc<dyn Member>>, Vec<FaultHandle>) = (0..4)
             .map(|i| {
                 let f = FaultyMember::new(Arc::new(MemMember::new(&format!("m{i}"), 2 << 20)), i);
@@ -801,7 +803,7 @@ mod tests {
     }
 
     /// Runs every operation of `req` in order.
-    fn run(req: RingRequest) -> RingCompletion {
+    pub(in crate::array) fn run(req: RingRequest) -> RingCompletion {
         let n = req.segs.len();
         req.run_sync(0..n)
     }

@@ -412,7 +412,7 @@ impl<F: Fabric> Poller<F> {
             self.inflight.len(),
             self.writes.parked.len(),
             self.writes.held.len(),
-            self.writes.running.len(),
+            self.writes.running.len() + self.writes.reads.len(),
             queues.join("; ")
         );
         tracing::warn!("{msg}");
@@ -1244,7 +1244,15 @@ impl<F: Fabric> Poller<F> {
                         self.inflight.insert(tag, (q.qp_num().0, req));
                         return;
                     }
-                    Err(back) => back,
+                    // A read with a chunk to rebuild: a read task on the ring.
+                    Err(back) => match self.start_array_read(ns, back, false) {
+                        writes::Taken::Yes => {
+                            q.elsewhere += 1;
+                            self.inflight.insert(tag, (q.qp_num().0, req));
+                            return;
+                        }
+                        writes::Taken::No(back) => back,
+                    },
                 }
             }
             None => request,
@@ -1279,6 +1287,9 @@ impl<F: Fabric> Poller<F> {
     /// request's error.
     fn on_ring(&mut self, c: RingCompletion) {
         let Err(c) = self.on_write_task(c) else {
+            return;
+        };
+        let Err(c) = self.on_read_task(c) else {
             return;
         };
         let redo = self.ring_redo.remove(&c.tag);

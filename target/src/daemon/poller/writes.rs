@@ -8,6 +8,11 @@
 //! synchronous engine may block and mark members failed. A torn write (a member write failed
 //! part-way) keeps the array in reconstruct-write mode until its redo on the workers returns.
 //!
+//! Reads the direct path cannot take (a chunk on a missing member) run the same way as a
+//! [`raidline_raid::ReadTask`]: one batch of member reads, the missing chunks rebuilt when it
+//! completes; parked while a stripe they rebuild is held; redone by the workers after a
+//! member error.
+//!
 //! **Streams are gathered into whole stripes.** A write that ends inside a stripe, while the
 //! write that continues it is already here with its data on the way (an RDMA READ), is held
 //! until that data arrives; writes in flight that follow one another then go to the engine as
@@ -24,8 +29,8 @@ use std::time::{Duration, Instant};
 
 use raidline_fabric::Fabric;
 use raidline_raid::{
-    Array, ArrayBlock, Completion as Done, IoBuf, RaidError, Request, RequestKind, RingCompletion,
-    WriteNext, WriteStart, WriteTask,
+    Array, ArrayBlock, Completion as Done, IoBuf, RaidError, ReadNext, ReadStart, ReadTask,
+    Request, RequestKind, RingCompletion, WriteNext, WriteStart, WriteTask,
 };
 
 use super::super::backend::Backend;
@@ -64,6 +69,9 @@ type Coming = rustc_hash::FxHashMap<(usize, u64), (u32, Instant)>;
 pub(super) struct Writes {
     /// Tasks with a batch on the ring, by tag.
     pub running: rustc_hash::FxHashMap<u64, Running>,
+    /// Reads that rebuild chunks of a missing member, on the ring, by tag: (namespace, first
+    /// block, bytes, task).
+    pub reads: rustc_hash::FxHashMap<u64, (usize, ArrayBlock, usize, ReadTask)>,
     /// Writes waiting for a stripe: (namespace, request).
     pub parked: std::collections::VecDeque<(usize, Request)>,
     /// Redos of torn writes on the workers, by tag: the namespace (its array's torn count
@@ -410,6 +418,95 @@ impl<F: Fabric> Poller<F> {
         n
     }
 
+    /// Starts an array read the direct path could not take (a chunk to rebuild from the
+    /// other members) on the ring, parks it while a stripe it rebuilds is held, or gives it
+    /// back for the workers. `retry`: a parked read tried again.
+    pub(super) fn start_array_read(&mut self, ns: usize, mut req: Request, retry: bool) -> Taken {
+        let shared = self.shared.clone();
+        if self.draining || req.kind != RequestKind::Read {
+            return Taken::No(req);
+        }
+        let (Some(ring), Some(array)) = (
+            self.ring.as_mut(),
+            array_of(&shared.namespaces[ns].backend),
+        ) else {
+            return Taken::No(req);
+        };
+        let Some(buf) = req.buf.take() else {
+            return Taken::No(req);
+        };
+        match array.start_read(req.tag, req.lba, req.len, buf, true) {
+            ReadStart::Started(task, rr) => match ring.submit(rr) {
+                Ok(()) => {
+                    self.writes
+                        .reads
+                        .insert(req.tag, (ns, req.lba, req.len, task));
+                    shared
+                        .data_path
+                        .ring_requests
+                        .fetch_add(1, Ordering::Relaxed);
+                    Taken::Yes
+                }
+                Err((rr, e)) => {
+                    tracing::debug!("poller {}: ring refused a read: {e}", self.id);
+                    req.buf = task.abort(array, rr);
+                    Taken::No(req)
+                }
+            },
+            ReadStart::Busy(buf) => {
+                req.buf = Some(buf);
+                if !retry {
+                    shared
+                        .data_path
+                        .parked_writes
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                self.writes.parked.push_back((ns, req));
+                Taken::Yes
+            }
+            ReadStart::Declined(buf) => {
+                req.buf = Some(buf);
+                Taken::No(req)
+            }
+        }
+    }
+
+    /// A read task's request completed on the ring: `Err` gives it back when the tag is not
+    /// a read task's.
+    #[allow(clippy::result_large_err)]
+    pub(super) fn on_read_task(&mut self, c: RingCompletion) -> Result<(), RingCompletion> {
+        let Some((ns, lba, len, mut task)) = self.writes.reads.remove(&c.tag) else {
+            return Err(c);
+        };
+        let shared = self.shared.clone();
+        let Some(array) = array_of(&shared.namespaces[ns].backend) else {
+            unreachable!("a read task's namespace serves its array")
+        };
+        let tag = c.tag;
+        match task.complete(array, c) {
+            ReadNext::Done(buf) => self.on_storage(Done {
+                tag,
+                buf,
+                result: Ok(()),
+            }),
+            ReadNext::Redo(buf) => {
+                tracing::debug!(
+                    "poller {}: array read failed on the ring; the engine redoes it",
+                    self.id
+                );
+                let req = Request {
+                    tag,
+                    kind: RequestKind::Read,
+                    lba,
+                    len,
+                    buf,
+                };
+                self.hand_to_workers(ns, req);
+            }
+        }
+        Ok(())
+    }
+
     /// Tries the parked writes again (once each); returns how many left the queue.
     pub(super) fn retry_parked(&mut self) -> usize {
         let mut moved = 0;
@@ -418,7 +515,11 @@ impl<F: Fabric> Poller<F> {
                 break;
             };
             let before = self.writes.parked.len();
-            match self.start_array_write(ns, req, true) {
+            let taken = match req.kind {
+                RequestKind::Read => self.start_array_read(ns, req, true),
+                _ => self.start_array_write(ns, req, true),
+            };
+            match taken {
                 Taken::Yes if self.writes.parked.len() > before => {}
                 Taken::Yes => moved += 1,
                 Taken::No(req) => {
