@@ -81,6 +81,9 @@ const HELD_POLL: Duration = Duration::from_micros(50);
 /// Host-to-controller admin data we accept (Set Features payloads are tiny).
 const MAX_ADMIN_IN: u32 = 8192;
 
+/// Finished requests' boxes a poller keeps for reuse (beyond that, freed).
+const SPARE_REQS: usize = 1024;
+
 pub(crate) struct Poller<F: Fabric> {
     pub id: usize,
     pub shared: Arc<Shared>,
@@ -98,6 +101,10 @@ pub(crate) struct Poller<F: Fabric> {
     next_tag: u64,
     buf_wait: VecDeque<(u32, Box<Req>, usize, AfterBuf)>,
     stash: Vec<Wc>,
+    /// Boxes of finished requests, reused by the next commands (no allocation per command).
+    // The boxes themselves are what is reused: a request travels as `Box<Req>`.
+    #[allow(clippy::vec_box)]
+    spare_reqs: Vec<Box<Req>>,
     draining: bool,
     pace: pace::PollerPacing,
     /// The poller's own io_uring (`io_path = "ring"` where the kernel has one).
@@ -159,6 +166,7 @@ impl<F: Fabric> Poller<F> {
             next_tag: 1,
             buf_wait: VecDeque::new(),
             stash: Vec::new(),
+            spare_reqs: Vec::new(),
             draining: false,
             pace: pace::PollerPacing::new(),
             ring: io.ring,
@@ -528,7 +536,7 @@ impl<F: Fabric> Poller<F> {
             q.close("unreadable command");
             return self.drop_slot(q, slot);
         };
-        let req = Box::new(Req {
+        let fresh = Req {
             slot: Some(slot),
             sqe,
             cid: sqe.cid(),
@@ -546,7 +554,14 @@ impl<F: Fabric> Poller<F> {
             remote: None,
             zeroed: false,
             paced_len: 0,
-        });
+        };
+        let req = match self.spare_reqs.pop() {
+            Some(mut b) => {
+                *b = fresh;
+                b
+            }
+            None => Box::new(fresh),
+        };
         match q.proto.receive(&sqe) {
             Dispatch::Reject(st) => self.respond(q, req, st, 0),
             Dispatch::Connect(c) => {
@@ -1416,6 +1431,10 @@ impl<F: Fabric> Poller<F> {
         if let Some(slot) = req.slot.take().filter(|s| s.shared) {
             self.repost_shared(slot);
         }
+        // Kept for the next command, up to what a busy poller has in flight.
+        if self.spare_reqs.len() < SPARE_REQS {
+            self.spare_reqs.push(req);
+        }
     }
 
     /// A receive slot whose command is not served: a shared one goes back to the shared
@@ -1504,24 +1523,34 @@ impl<F: Fabric> Poller<F> {
             },
             _ => None,
         };
-        let sges: Vec<_> = sge.into_iter().collect();
-        let mut wrs = Vec::with_capacity(2);
-        let mut paced = 0;
-        if let (Some((remote, len)), false) = (write_back, sges.is_empty()) {
-            paced = len as u64;
-            wrs.push(SendWr {
-                wr_id: WrId(0),
-                op: SendOp::RdmaWrite(remote),
-                payload: Payload::Sges(&sges),
-                signaled: false,
-            });
-        }
-        wrs.push(SendWr {
+        // The chain on the stack: the data's RDMA WRITE (if any), then the response.
+        let sges = sge.map(|s| [s]);
+        let send = SendWr {
             wr_id: WrId(0),
             op: SendOp::Send,
             payload: Payload::Inline(&cqe),
             signaled: true,
-        });
+        };
+        let mut pair;
+        let mut single;
+        let mut paced = 0;
+        let wrs: &mut [SendWr<'_>] = match (write_back, sges.as_ref()) {
+            (Some((remote, len)), Some(sges)) => {
+                paced = len as u64;
+                let write = SendWr {
+                    wr_id: WrId(0),
+                    op: SendOp::RdmaWrite(remote),
+                    payload: Payload::Sges(sges),
+                    signaled: false,
+                };
+                pair = [write, send];
+                &mut pair
+            }
+            _ => {
+                single = [send];
+                &mut single
+            }
+        };
         req.paced_len = paced;
         // A response with no data needs no completion: its capsule goes inline, nothing of
         // the request stays in use by the device. Unsignaled, its send-queue slot comes back
@@ -1529,7 +1558,7 @@ impl<F: Fabric> Poller<F> {
         let quiet =
             wrs.len() == 1 && !req.close_after && q.ep.unsignaled_pending() < q.ep.sq_depth() / 2;
         if quiet {
-            match q.ep.post_send_unsignaled(&mut wrs) {
+            match q.ep.post_send_unsignaled(wrs) {
                 Ok(()) => return self.recycle(req),
                 Err(e) => {
                     q.close(format!("response not posted: {e}"));
@@ -1537,7 +1566,7 @@ impl<F: Fabric> Poller<F> {
                 }
             }
         }
-        match q.ep.post_send(Wr::Resp(req), &mut wrs) {
+        match q.ep.post_send(Wr::Resp(req), wrs) {
             Ok(()) => self.pace_sent(q, paced),
             Err(rej) => {
                 q.close(format!("response not posted: {}", rej.error));
