@@ -135,8 +135,8 @@ pub struct DataPathMetrics {
     pub ring_requests: AtomicU64,
     /// Storage requests handed to storage worker threads.
     pub worker_requests: AtomicU64,
-    /// Array writes parked on a poller because a stripe they need was held (each counted
-    /// once, however often it was tried again).
+    /// Array writes (and reads that rebuild a missing chunk) parked on a poller because a
+    /// stripe they need was held (each counted once, however often it was tried again).
     pub parked_writes: AtomicU64,
     /// Array writes a poller wrote in one task with the writes that follow them (a stream
     /// gathered into whole stripes).
@@ -398,7 +398,7 @@ pub fn render_all(
     w.family(
         "raidline_parked_writes_total",
         "counter",
-        "Array writes a poller parked until a stripe they need was released.",
+        "Array writes (and reads rebuilding a missing chunk) a poller parked until a stripe they need was released.",
     );
     w.sample(
         "raidline_parked_writes_total",

@@ -130,6 +130,51 @@ fn degraded_reads_are_rebuilt_on_the_ring_without_workers() {
     assert!(errs.is_empty(), "{errs:?}");
 }
 
+/// An array of 4 file members (`name`) filled with `seed`'s pattern, served, and a host
+/// connected with 16 commands in flight per queue: (array, its bytes, network, target, host,
+/// namespace 1).
+#[allow(clippy::type_complexity)]
+fn filled_at_qd16(
+    name: &str,
+    seed: u64,
+) -> (
+    Arc<raidline_raid::Array>,
+    Vec<u8>,
+    raidline_fabric::mem::MemNetwork,
+    raidline_target::daemon::Target,
+    raidline_initiator::Controller<raidline_fabric::mem::MemFabric>,
+    raidline_initiator::Namespace,
+) {
+    let array = create_array(file_members(name, None));
+    let data = fill(&array, seed);
+    let (net, addr, target) = serve(&array);
+    let mut o = options(1);
+    o.io_depth = 16;
+    let mut c = raidline_initiator::Controller::connect(net.device("host1"), addr, o).unwrap();
+    let ns = c.namespace(Nsid(1)).unwrap();
+    (array, data, net, target, c, ns)
+}
+
+/// The namespace reads back as `model`; then, the target shut down, parity agrees with the
+/// data everywhere.
+fn reads_back_consistent(
+    array: &raidline_raid::Array,
+    model: &[u8],
+    target: raidline_target::daemon::Target,
+    mut c: raidline_initiator::Controller<raidline_fabric::mem::MemFabric>,
+    ns: &raidline_initiator::Namespace,
+) {
+    let all = read_whole(&mut c, ns, model.len());
+    assert!(all == model, "the array differs from what was written");
+    c.shutdown().unwrap();
+    let errs = target.shutdown();
+    assert!(errs.is_empty(), "{errs:?}");
+    let scrub = array
+        .scrub_step(&mut SyncExecutor, u64::MAX, false)
+        .unwrap();
+    assert_eq!(scrub.mismatches, 0, "parity disagrees with the data");
+}
+
 /// Writes `(lba, blocks, seed)` pipelined on one queue (16 in flight) and waits for all.
 fn pipelined_writes(
     c: &mut raidline_initiator::Controller<raidline_fabric::mem::MemFabric>,
@@ -165,15 +210,9 @@ fn pipelined_writes(
 /// neighbour holds the stripe; everything reads back and parity is consistent.
 #[test]
 fn array_writes_run_on_the_ring_and_park_on_busy_stripes() {
-    let array = create_array(file_members("ring-writes", None));
-    // Marks the array dirty and every bitmap region written.
-    let mut model = fill(&array, 0xF111);
+    // Filled: marks the array dirty and every bitmap region written.
+    let (array, mut model, _net, target, mut c, ns) = filled_at_qd16("ring-writes", 0xF111);
     let cap = model.len();
-    let (net, addr, target) = serve(&array);
-    let mut o = options(1);
-    o.io_depth = 16;
-    let mut c = raidline_initiator::Controller::connect(net.device("host1"), addr, o).unwrap();
-    let ns = c.namespace(Nsid(1)).unwrap();
     let blocks = (cap / 4096) as u64;
     let mut writes = Vec::new();
     let mut x = 0x2545_F491_4F6C_DD1Du64;
@@ -211,15 +250,7 @@ fn array_writes_run_on_the_ring_and_park_on_busy_stripes() {
     assert!(on_ring >= 250, "{on_ring} of 300 writes on the ring");
     let parked = dp.parked_writes.load(Ordering::Relaxed);
     assert!(parked > 0, "no write waited for a neighbour's stripe");
-    let all = read_whole(&mut c, &ns, cap);
-    assert!(all == model, "the array differs from what was written");
-    c.shutdown().unwrap();
-    let errs = target.shutdown();
-    assert!(errs.is_empty(), "{errs:?}");
-    let scrub = array
-        .scrub_step(&mut SyncExecutor, u64::MAX, false)
-        .unwrap();
-    assert_eq!(scrub.mismatches, 0, "parity disagrees with the data");
+    reads_back_consistent(&array, &model, target, c, &ns);
     assert_eq!(array.torn_writes(), 0);
 }
 
@@ -229,14 +260,8 @@ fn array_writes_run_on_the_ring_and_park_on_busy_stripes() {
 /// consistent, and every write was acknowledged only once its task completed.
 #[test]
 fn a_stream_of_writes_is_gathered_into_whole_stripes() {
-    let array = create_array(file_members("ring-stream", None));
-    let mut model = fill(&array, 0x57E4);
+    let (array, mut model, _net, target, mut c, ns) = filled_at_qd16("ring-stream", 0x57E4);
     let cap = model.len();
-    let (net, addr, target) = serve(&array);
-    let mut o = options(1);
-    o.io_depth = 16;
-    let mut c = raidline_initiator::Controller::connect(net.device("host1"), addr, o).unwrap();
-    let ns = c.namespace(Nsid(1)).unwrap();
     let geo = *array.geometry();
     let stripe_blocks = geo.chunk_blocks() * geo.data_members() as u64;
     assert_eq!(stripe_blocks, 48, "192 KiB stripes of 4 KiB blocks");
@@ -299,15 +324,7 @@ fn a_stream_of_writes_is_gathered_into_whole_stripes() {
         gathered * 2 >= writes.len() as u64,
         "{gathered} writes gathered"
     );
-    let all = read_whole(&mut c, &ns, cap);
-    assert!(all == model, "the array differs from what was written");
-    c.shutdown().unwrap();
-    let errs = target.shutdown();
-    assert!(errs.is_empty(), "{errs:?}");
-    let scrub = array
-        .scrub_step(&mut SyncExecutor, u64::MAX, false)
-        .unwrap();
-    assert_eq!(scrub.mismatches, 0, "parity disagrees with the data");
+    reads_back_consistent(&array, &model, target, c, &ns);
 }
 
 /// A member whose io_uring writes fail: a write on the ring is torn (some member writes

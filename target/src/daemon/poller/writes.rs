@@ -170,20 +170,24 @@ impl<F: Fabric> Poller<F> {
             },
             WriteStart::Busy(buf, _) => {
                 req.buf = Some(buf);
-                if !retry {
-                    shared
-                        .data_path
-                        .parked_writes
-                        .fetch_add(1, Ordering::Relaxed);
-                }
-                self.writes.parked.push_back((ns, req));
-                Taken::Yes
+                self.park(ns, req, retry)
             }
             WriteStart::Declined(buf, _) => {
                 req.buf = Some(buf);
                 Taken::No(req)
             }
         }
+    }
+
+    /// Parks a request whose stripe is held, to be tried again at every pass (counted once:
+    /// not when `retry`).
+    fn park(&mut self, ns: usize, req: Request, retry: bool) -> Taken {
+        if !retry {
+            let dp = &self.shared.data_path;
+            dp.parked_writes.fetch_add(1, Ordering::Relaxed);
+        }
+        self.writes.parked.push_back((ns, req));
+        Taken::Yes
     }
 
     /// An array write's command arrived and its data is on its way (an RDMA READ).
@@ -426,10 +430,9 @@ impl<F: Fabric> Poller<F> {
         if self.draining || req.kind != RequestKind::Read {
             return Taken::No(req);
         }
-        let (Some(ring), Some(array)) = (
-            self.ring.as_mut(),
-            array_of(&shared.namespaces[ns].backend),
-        ) else {
+        let (Some(ring), Some(array)) =
+            (self.ring.as_mut(), array_of(&shared.namespaces[ns].backend))
+        else {
             return Taken::No(req);
         };
         let Some(buf) = req.buf.take() else {
@@ -455,14 +458,7 @@ impl<F: Fabric> Poller<F> {
             },
             ReadStart::Busy(buf) => {
                 req.buf = Some(buf);
-                if !retry {
-                    shared
-                        .data_path
-                        .parked_writes
-                        .fetch_add(1, Ordering::Relaxed);
-                }
-                self.writes.parked.push_back((ns, req));
-                Taken::Yes
+                self.park(ns, req, retry)
             }
             ReadStart::Declined(buf) => {
                 req.buf = Some(buf);
