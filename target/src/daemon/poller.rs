@@ -1105,7 +1105,7 @@ impl<F: Fabric> Poller<F> {
                 req.step = Step::Write { ns, lba, len, fua };
                 req.account = Some((ns, false, len as u64));
                 if matches!(data, DataLocation::Remote { .. }) {
-                    self.write_coming(ns, lba, len);
+                    self.write_coming(ns, lba, len, req.started);
                 }
                 self.fetch(q, req, data, len);
             }

@@ -190,13 +190,12 @@ impl<F: Fabric> Poller<F> {
         Taken::Yes
     }
 
-    /// An array write's command arrived and its data is on its way (an RDMA READ).
-    pub(super) fn write_coming(&mut self, ns: usize, lba: u64, len: usize) {
+    /// An array write's command arrived at `now` and its data is on its way (an RDMA READ).
+    pub(super) fn write_coming(&mut self, ns: usize, lba: u64, len: usize, now: Instant) {
         let Some(array) = array_of(&self.shared.namespaces[ns].backend) else {
             return;
         };
         let blocks = (len / array.geometry().block_bytes()) as u64;
-        let now = Instant::now();
         note(&mut self.writes.coming_at, (ns, lba), now);
         note(&mut self.writes.coming_end, (ns, lba + blocks), now);
         // Writes that never arrived (their queue closed during the READ) are forgotten.
