@@ -20,11 +20,14 @@
 use std::ops::Range;
 use std::sync::atomic::Ordering;
 
-use crate::geometry::ArrayBlock;
+use std::sync::Arc;
+
+use crate::geometry::{ArrayBlock, Segment};
+use crate::member::Member;
 use crate::sys::buf::IoBuf;
 use crate::sys::ring::{RingBuf, RingCompletion, RingOpKind, RingRequest, RingSeg};
 
-use super::{Array, EngineBuf, Scratch};
+use super::{Array, EngineBuf, Scratch, View};
 
 /// What [`Array::start_read`] did.
 // By value on purpose: one per read, no allocation; it moves once, into the ring.
@@ -103,66 +106,13 @@ impl Array {
         };
         // The view again, under the locks (as `reconstruct`): a member may have failed or
         // come back meanwhile.
-        let planned = self.view().ok().and_then(|view| {
-            let n = self.geo.members();
-            let mut ops = Vec::with_capacity(segs.len());
-            let mut scratch: Vec<Scratch> = Vec::new();
-            let mut at = 0;
-            let mut ok = true;
-            for seg in &segs {
-                let range = at..at + seg.blocks as usize * bs;
-                at = range.end;
-                let role = seg.at.member.0;
-                let offset = self.member_offset(seg.at.member_block.0);
-                if view.usable(role, seg.at.stripe) {
-                    match &view.members[role] {
-                        Some(m) if !need_fds || m.direct_fd().is_some() => ops.push(RingSeg {
-                            member: m.clone(),
-                            kind: RingOpKind::Read,
-                            offset,
-                            buf: RingBuf::Main,
-                            range,
-                        }),
-                        _ => ok = false,
-                    }
-                    continue;
-                }
-                // Not locked when planned (it was usable then): the blocking path.
-                if !task.stripes.contains(&seg.at.stripe.0) {
-                    ok = false;
-                }
-                let mut idxs = Vec::with_capacity(n - 1);
-                for other in (0..n).filter(|&r| r != role) {
-                    match &view.members[other] {
-                        Some(m)
-                            if view.usable(other, seg.at.stripe)
-                                && (!need_fds || m.direct_fd().is_some()) =>
-                        {
-                            scratch.push(self.take_scratch());
-                            let i = (scratch.len() - 1) as u16;
-                            idxs.push(i);
-                            ops.push(RingSeg {
-                                member: m.clone(),
-                                kind: RingOpKind::Read,
-                                offset,
-                                buf: RingBuf::Scratch(i),
-                                range: 0..range.len(),
-                            });
-                        }
-                        // Two holes in the stripe: the blocking path says why.
-                        _ => ok = false,
-                    }
-                }
-                task.rebuilt.push((range, idxs));
-            }
-            if ok {
-                Some((ops, scratch))
-            } else {
-                self.give_scratch(scratch);
-                None
-            }
-        });
-        let Some((segs, scratch)) = planned else {
+        let mut scratch: Vec<Scratch> = Vec::new();
+        let planned = self
+            .view()
+            .ok()
+            .and_then(|view| self.read_batch(&view, &segs, need_fds, &mut task, &mut scratch));
+        let Some(segs) = planned else {
+            self.give_scratch(scratch);
             self.end_read(&mut task, Vec::new());
             return ReadStart::Declined(buf);
         };
@@ -174,6 +124,61 @@ impl Array {
             segs,
         };
         ReadStart::Started(task, req)
+    }
+
+    /// The member reads of `segs` under `view`, in one batch: usable chunks into the
+    /// caller's buffer, and for a chunk of a missing member the same rows of every other
+    /// member into new `scratch` (recorded in `task.rebuilt`). `None` when the path cannot
+    /// serve it: a member without a descriptor (with `need_fds`), a chunk to rebuild in a
+    /// stripe the task did not lock, or two holes in a stripe (the blocking path says why).
+    fn read_batch(
+        &self,
+        view: &View,
+        segs: &[Segment],
+        need_fds: bool,
+        task: &mut ReadTask,
+        scratch: &mut Vec<Scratch>,
+    ) -> Option<Vec<RingSeg>> {
+        let bs = self.geo.block_bytes();
+        let n = self.geo.members();
+        let reader = |role: usize, stripe| {
+            view.members[role]
+                .as_ref()
+                .filter(|m| view.usable(role, stripe) && (!need_fds || m.direct_fd().is_some()))
+        };
+        let read = |m: &Arc<dyn Member>, offset, buf, range| RingSeg {
+            member: m.clone(),
+            kind: RingOpKind::Read,
+            offset,
+            buf,
+            range,
+        };
+        let mut ops = Vec::with_capacity(segs.len());
+        let mut at = 0;
+        for seg in segs {
+            let range = at..at + seg.blocks as usize * bs;
+            at = range.end;
+            let (role, stripe) = (seg.at.member.0, seg.at.stripe);
+            let offset = self.member_offset(seg.at.member_block.0);
+            if view.usable(role, stripe) {
+                ops.push(read(reader(role, stripe)?, offset, RingBuf::Main, range));
+                continue;
+            }
+            // Usable when the locks were chosen, missing now: not locked.
+            if !task.stripes.contains(&stripe.0) {
+                return None;
+            }
+            let mut idxs = Vec::with_capacity(n - 1);
+            for other in (0..n).filter(|&r| r != role) {
+                let m = reader(other, stripe)?;
+                scratch.push(self.take_scratch());
+                let i = (scratch.len() - 1) as u16;
+                idxs.push(i);
+                ops.push(read(m, offset, RingBuf::Scratch(i), 0..range.len()));
+            }
+            task.rebuilt.push((range, idxs));
+        }
+        Some(ops)
     }
 
     /// Releases what a read task holds: its stripes and scratch.

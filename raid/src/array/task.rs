@@ -168,18 +168,7 @@ impl Array {
         more: Vec<(IoBuf, usize)>,
         need_fds: bool,
     ) -> WriteStart {
-        let mut lens = Vec::new();
-        let more: Vec<IoBuf> = if more.is_empty() {
-            Vec::new()
-        } else {
-            lens.push(len);
-            more.into_iter()
-                .map(|(b, n)| {
-                    lens.push(n);
-                    b
-                })
-                .collect()
-        };
+        let (more, lens): (Vec<IoBuf>, Vec<usize>) = more.into_iter().unzip();
         if !self.dirty_flag.load(Ordering::Acquire) {
             if self.dirty_refused.load(Ordering::Acquire) {
                 return WriteStart::Declined(buf, more);
@@ -187,12 +176,7 @@ impl Array {
             self.dirty_wanted.store(true, Ordering::Release);
             return WriteStart::Busy(buf, more);
         }
-        let total = if lens.is_empty() {
-            len
-        } else {
-            lens.iter().sum()
-        };
-        let Some(stripes) = self.task_stripes(start, total, &buf, &more, &lens) else {
+        let Some(stripes) = self.task_stripes(start, (&buf, len), &more, &lens) else {
             return WriteStart::Declined(buf, more);
         };
         let ids: Vec<u64> = stripes.iter().map(|(s, _)| s.0).collect();
@@ -301,34 +285,26 @@ impl Array {
         }
     }
 
-    /// The request cut per stripe, when this path may take it. `lens`: the bytes of `buf`
-    /// and of each of `more` when there are gathered buffers (else empty: `len` of `buf`).
+    /// The request cut per stripe, when this path may take it: `first` (a buffer and its
+    /// bytes), then each of `more` with its bytes in `lens`, one after the other.
     #[allow(clippy::type_complexity)]
     fn task_stripes<'d>(
         &self,
         start: ArrayBlock,
-        len: usize,
-        buf: &'d IoBuf,
+        first: (&'d IoBuf, usize),
         more: &'d [IoBuf],
         lens: &[usize],
     ) -> Option<Vec<(StripeIdx, Vec<ChunkWrite<'d>>)>> {
         let bs = self.geo.block_bytes();
         // Each buffer's bytes, with where it starts in the request.
-        let mut pieces: Vec<(usize, &'d [u8])> = Vec::with_capacity(lens.len());
-        if lens.is_empty() {
-            pieces.push((0, buf.get(..len)?));
-        } else {
-            let mut at = 0;
-            for (b, &n) in std::iter::once(buf).chain(more).zip(lens) {
-                if n == 0 || !n.is_multiple_of(bs) {
-                    return None;
-                }
-                pieces.push((at, b.get(..n)?));
-                at += n;
+        let mut pieces: Vec<(usize, &'d [u8])> = Vec::with_capacity(1 + more.len());
+        let mut len = 0;
+        for (b, n) in std::iter::once(first).chain(more.iter().zip(lens.iter().copied())) {
+            if n == 0 || !n.is_multiple_of(bs) {
+                return None;
             }
-        }
-        if len == 0 || !len.is_multiple_of(bs) {
-            return None;
+            pieces.push((len, b.get(..n)?));
+            len += n;
         }
         for (_, b) in &pieces {
             self.check_alignment(b.as_ptr() as usize).ok()?;
@@ -808,6 +784,15 @@ pub(super) mod tests {
         req.run_sync(0..n)
     }
 
+    /// Drives `t` from its request `req` to its end (every request run in order).
+    fn finish(a: &Array, t: &mut WriteTask, req: RingRequest) -> WriteNext {
+        let mut next = t.complete(a, run(req));
+        while let WriteNext::Submit(r) = next {
+            next = t.complete(a, run(r));
+        }
+        next
+    }
+
     fn bits_on(a: &Array, role: usize) -> Vec<u8> {
         let st = a.read_state();
         let m = st.slots[role].member.clone().unwrap();
@@ -876,10 +861,7 @@ pub(super) mod tests {
         let WriteNext::Done(Some(b1), _) = t1.complete(&a, run(writes)) else {
             panic!("t1 not done");
         };
-        let mut next = t2.complete(&a, run(req2));
-        while let WriteNext::Submit(r) = next {
-            next = t2.complete(&a, run(r));
-        }
+        let next = finish(&a, &mut t2, req2);
         let WriteNext::Done(Some(b2), _) = next else {
             panic!("t2 not done");
         };
@@ -916,10 +898,7 @@ pub(super) mod tests {
         else {
             panic!("not started once dirty");
         };
-        let mut next = t.complete(&a, run(req));
-        while let WriteNext::Submit(r) = next {
-            next = t.complete(&a, run(r));
-        }
+        let next = finish(&a, &mut t, req);
         assert!(matches!(next, WriteNext::Done(Some(_), _)));
     }
 
@@ -964,10 +943,7 @@ pub(super) mod tests {
         else {
             panic!("the region is durable again");
         };
-        let mut next = t.complete(&a, run(req));
-        while let WriteNext::Submit(r) = next {
-            next = t.complete(&a, run(r));
-        }
+        let next = finish(&a, &mut t, req);
         assert!(matches!(next, WriteNext::Done(Some(_), _)));
         assert!(a.degraded_roles().is_empty());
     }
@@ -999,10 +975,7 @@ pub(super) mod tests {
         assert_eq!(req.segs.len(), 4, "three data chunks and the parity");
         assert_eq!(req.more.len(), 2);
         let full = a.stats().full_stripe;
-        let mut next = t.complete(&a, run(req));
-        while let WriteNext::Submit(r) = next {
-            next = t.complete(&a, run(r));
-        }
+        let next = finish(&a, &mut t, req);
         let WriteNext::Done(Some(_), more) = next else {
             panic!("not done: {next:?}");
         };

@@ -36,6 +36,16 @@ use raidline_raid::{
 use super::super::backend::Backend;
 use super::Poller;
 
+/// Why [`Poller::start_task`] did not start a write task.
+enum NotStarted {
+    /// A stripe (or bitmap bit) it needs is held: try again later.
+    Busy,
+    /// Not for the ring path now (degraded array, log needed...): the workers' engine.
+    Declined,
+    /// The ring refused the request.
+    Refused,
+}
+
 /// What [`Poller::start_array_write`] did with a request.
 pub(super) enum Taken {
     /// On the ring, or parked: it completes through the poller.
@@ -109,10 +119,11 @@ fn on_its_way(map: &Coming, key: (usize, u64), now: Instant) -> bool {
         .is_some_and(|&(n, at)| n > 0 && now.saturating_duration_since(at) < HOLD_MAX)
 }
 
-/// A run of held writes that follow one another: indices into the held list, in block
-/// order, the first block and the block after the last.
+/// A run of held writes that follow one another: a range of the (sorted) held list, its
+/// namespace, its first block and the block after its last.
 struct Run {
-    members: Vec<usize>,
+    held: std::ops::Range<usize>,
+    ns: usize,
     start: u64,
     end: u64,
 }
@@ -125,58 +136,87 @@ fn array_of(backend: &Backend) -> Option<&Arc<Array>> {
     }
 }
 
+/// The block after the last of a write of `len` bytes at `lba`.
+fn end_block(array: &Array, lba: u64, len: usize) -> u64 {
+    lba + (len / array.geometry().block_bytes()) as u64
+}
+
 impl<F: Fabric> Poller<F> {
     /// Starts an array write on the ring, parks it, or gives it back for the workers.
     /// `retry`: a parked write tried again.
-    pub(super) fn start_array_write(&mut self, ns: usize, mut req: Request, retry: bool) -> Taken {
-        let shared = self.shared.clone();
+    pub(super) fn start_array_write(&mut self, ns: usize, req: Request, retry: bool) -> Taken {
         // While draining, what may wait goes to the workers, which may block: the maintenance
         // thread that marks an array dirty is on its way out, and a drain must not wait for
         // a parked write.
-        if self.draining {
+        if self.draining || req.kind != RequestKind::Write {
             return Taken::No(req);
         }
-        let (Some(ring), Some(array), RequestKind::Write) = (
-            self.ring.as_mut(),
-            array_of(&shared.namespaces[ns].backend),
-            req.kind,
-        ) else {
-            return Taken::No(req);
+        match self.start_task(ns, req, Vec::new()) {
+            Ok(()) => Taken::Yes,
+            Err((NotStarted::Busy, req, _)) => self.park(ns, req, retry),
+            Err((_, req, _)) => Taken::No(req),
+        }
+    }
+
+    /// Starts `first`, and the writes of `more` (each continuing where the one before
+    /// ended), as one write task on the ring. Refused: the requests come back, with their
+    /// buffers, and why.
+    #[allow(clippy::result_large_err, clippy::type_complexity)]
+    fn start_task(
+        &mut self,
+        ns: usize,
+        mut first: Request,
+        mut more: Vec<Request>,
+    ) -> Result<(), (NotStarted, Request, Vec<Request>)> {
+        let shared = self.shared.clone();
+        let (Some(ring), Some(array)) =
+            (self.ring.as_mut(), array_of(&shared.namespaces[ns].backend))
+        else {
+            return Err((NotStarted::Declined, first, more));
         };
-        let Some(buf) = req.buf.take() else {
-            return Taken::No(req);
+        if first.buf.is_none() || more.iter().any(|r| r.buf.is_none()) {
+            return Err((NotStarted::Declined, first, more));
+        }
+        let (tag, lba, len) = (first.tag, first.lba, first.len);
+        let bufs = more
+            .iter_mut()
+            .filter_map(|r| r.buf.take().map(|b| (b, r.len)))
+            .collect();
+        let Some(buf) = first.buf.take() else {
+            return Err((NotStarted::Declined, first, more));
         };
-        match array.start_write(req.tag, req.lba, req.len, buf, Vec::new(), true) {
+        let (why, buf, bufs) = match array.start_write(tag, lba, len, buf, bufs, true) {
             WriteStart::Started(task, rr) => match ring.submit(rr) {
                 Ok(()) => {
+                    let n = 1 + more.len() as u64;
+                    let dp = &shared.data_path;
+                    dp.ring_requests.fetch_add(n, Ordering::Relaxed);
+                    if n > 1 {
+                        dp.gathered_writes.fetch_add(n, Ordering::Relaxed);
+                    }
                     let running = Running {
                         ns,
-                        first: (req.tag, req.lba, req.len),
-                        more: Vec::new(),
+                        first: (tag, lba, len),
+                        more: more.iter().map(|r| (r.tag, r.lba, r.len)).collect(),
                         task,
                     };
-                    self.writes.running.insert(req.tag, running);
-                    shared
-                        .data_path
-                        .ring_requests
-                        .fetch_add(1, Ordering::Relaxed);
-                    Taken::Yes
+                    self.writes.running.insert(tag, running);
+                    return Ok(());
                 }
                 Err((rr, e)) => {
                     tracing::debug!("poller {}: ring refused a write: {e}", self.id);
-                    req.buf = task.abort(array, rr).0;
-                    Taken::No(req)
+                    let (buf, bufs) = task.abort(array, rr);
+                    (NotStarted::Refused, buf, bufs)
                 }
             },
-            WriteStart::Busy(buf, _) => {
-                req.buf = Some(buf);
-                self.park(ns, req, retry)
-            }
-            WriteStart::Declined(buf, _) => {
-                req.buf = Some(buf);
-                Taken::No(req)
-            }
+            WriteStart::Busy(buf, bufs) => (NotStarted::Busy, Some(buf), bufs),
+            WriteStart::Declined(buf, bufs) => (NotStarted::Declined, Some(buf), bufs),
+        };
+        first.buf = buf;
+        for (r, b) in more.iter_mut().zip(bufs) {
+            r.buf = Some(b);
         }
+        Err((why, first, more))
     }
 
     /// Parks a request whose stripe is held, to be tried again at every pass (counted once:
@@ -195,9 +235,9 @@ impl<F: Fabric> Poller<F> {
         let Some(array) = array_of(&self.shared.namespaces[ns].backend) else {
             return;
         };
-        let blocks = (len / array.geometry().block_bytes()) as u64;
+        let end = end_block(array, lba, len);
         note(&mut self.writes.coming_at, (ns, lba), now);
-        note(&mut self.writes.coming_end, (ns, lba + blocks), now);
+        note(&mut self.writes.coming_end, (ns, end), now);
         // Writes that never arrived (their queue closed during the READ) are forgotten.
         if self.writes.coming_at.len() > 4096 {
             for map in [&mut self.writes.coming_at, &mut self.writes.coming_end] {
@@ -211,9 +251,9 @@ impl<F: Fabric> Poller<F> {
         let Some(array) = array_of(&self.shared.namespaces[ns].backend) else {
             return;
         };
-        let blocks = (len / array.geometry().block_bytes()) as u64;
+        let end = end_block(array, lba, len);
         forget(&mut self.writes.coming_at, (ns, lba));
-        forget(&mut self.writes.coming_end, (ns, lba + blocks));
+        forget(&mut self.writes.coming_end, (ns, end));
     }
 
     /// A host write whose data is here: held to be gathered with its neighbours into whole
@@ -224,9 +264,8 @@ impl<F: Fabric> Poller<F> {
             && req.kind == RequestKind::Write
             && array_of(&self.shared.namespaces[ns].backend).is_some_and(|a| {
                 let geo = a.geometry();
-                let cb = geo.chunk_blocks();
-                let sb = cb * geo.data_members() as u64;
-                let end = req.lba.0 + (req.len / geo.block_bytes()) as u64;
+                let (cb, sb) = (geo.chunk_blocks(), geo.stripe_data_blocks());
+                let end = end_block(a, req.lba.0, req.len);
                 // Whole chunks (a chunk never straddles two buffers), not whole stripes.
                 req.len % geo.block_bytes() == 0
                     && req.lba.0 % cb == 0
@@ -251,27 +290,30 @@ impl<F: Fabric> Poller<F> {
         let shared = self.shared.clone();
         let held = &mut self.writes.held;
         held.sort_unstable_by_key(|(ns, r, _)| (*ns, r.lba.0));
+        // Runs: consecutive entries of the sorted list that follow one another, each as long
+        // as one task takes at most.
         let mut runs: Vec<Run> = Vec::new();
         for (i, (ns, r, _)) in held.iter().enumerate() {
             let Some(array) = array_of(&shared.namespaces[*ns].backend) else {
                 continue;
             };
-            let geo = array.geometry();
-            let sb = geo.chunk_blocks() * geo.data_members() as u64;
-            let end = r.lba.0 + (r.len / geo.block_bytes()) as u64;
+            let sb = array.geometry().stripe_data_blocks();
+            let end = end_block(array, r.lba.0, r.len);
             match runs.last_mut() {
                 Some(run)
-                    if held[run.members[0]].0 == *ns
+                    if run.ns == *ns
+                        && run.held.end == i
                         && run.end == r.lba.0
-                        && run.members.len() < GATHER_MAX
+                        && run.held.len() < GATHER_MAX
                         && (end - 1) / sb - run.start / sb
                             < raidline_raid::ROUND_STRIPES as u64 =>
                 {
-                    run.members.push(i);
+                    run.held.end = i + 1;
                     run.end = end;
                 }
                 _ => runs.push(Run {
-                    members: vec![i],
+                    held: i..i + 1,
+                    ns: *ns,
                     start: r.lba.0,
                     end,
                 }),
@@ -284,56 +326,43 @@ impl<F: Fabric> Poller<F> {
             .running
             .values()
             .filter_map(|r| {
-                let bs = array_of(&shared.namespaces[r.ns].backend)?
-                    .geometry()
-                    .block_bytes();
+                let array = array_of(&shared.namespaces[r.ns].backend)?;
                 let (_, lba, len) = r.more.last().unwrap_or(&r.first);
-                Some((r.ns, lba.0 + (len / bs) as u64))
+                Some((r.ns, end_block(array, lba.0, *len)))
             })
             .collect();
-        let mut ready: Vec<Vec<usize>> = Vec::new();
-        for run in runs {
-            let ns = held[run.members[0]].0;
-            let Some(array) = array_of(&shared.namespaces[ns].backend) else {
-                continue;
+        runs.retain(|run| {
+            let Some(array) = array_of(&shared.namespaces[run.ns].backend) else {
+                return false;
             };
-            let geo = array.geometry();
-            let sb = geo.chunk_blocks() * geo.data_members() as u64;
+            let sb = array.geometry().stripe_data_blocks();
             // Wait at the head for a write whose data is on its way; at the tail for one on
             // its way, or for the next of a stream while the write before it runs.
-            let head =
-                run.start % sb == 0 || !on_its_way(&self.writes.coming_end, (ns, run.start), now);
+            let head = run.start % sb == 0
+                || !on_its_way(&self.writes.coming_end, (run.ns, run.start), now);
             let tail = run.end % sb == 0
-                || !(on_its_way(&self.writes.coming_at, (ns, run.end), now)
-                    || fronts.contains(&(ns, run.start)));
-            let long = run.members.len() >= GATHER_MAX
+                || !(on_its_way(&self.writes.coming_at, (run.ns, run.end), now)
+                    || fronts.contains(&(run.ns, run.start)));
+            let long = run.held.len() >= GATHER_MAX
                 || (run.end - 1) / sb - run.start / sb + 1 >= raidline_raid::ROUND_STRIPES as u64;
-            let old = run
-                .members
+            let old = held[run.held.clone()]
                 .iter()
-                .any(|&i| now.saturating_duration_since(held[i].2) >= HOLD_MAX);
-            if (head && tail) || long || old || self.draining {
-                ready.push(run.members);
-            }
-        }
-        if ready.is_empty() {
-            return 0;
-        }
-        // Take the ready runs out of the held list (highest index first keeps the others').
-        let mut taken: Vec<(usize, Vec<Request>)> = Vec::with_capacity(ready.len());
-        let mut out: Vec<Option<(usize, Request, Instant)>> =
-            std::mem::take(held).into_iter().map(Some).collect();
-        for members in &ready {
-            let reqs: Vec<(usize, Request)> = members
-                .iter()
-                .filter_map(|&i| out[i].take().map(|(ns, r, _)| (ns, r)))
-                .collect();
-            let ns = reqs[0].0;
-            taken.push((ns, reqs.into_iter().map(|(_, r)| r).collect()));
-        }
-        *held = out.into_iter().flatten().collect();
+                .any(|(_, _, since)| now.saturating_duration_since(*since) >= HOLD_MAX);
+            (head && tail) || long || old || self.draining
+        });
+        // Out of the held list, the last run first (the earlier ranges stay valid).
+        let taken: Vec<(usize, Vec<Request>)> = runs
+            .iter()
+            .rev()
+            .map(|run| {
+                (
+                    run.ns,
+                    held.drain(run.held.clone()).map(|(_, r, _)| r).collect(),
+                )
+            })
+            .collect();
         let mut moved = 0;
-        for (ns, reqs) in taken {
+        for (ns, reqs) in taken.into_iter().rev() {
             moved += self.start_run(ns, reqs);
         }
         moved
@@ -341,79 +370,46 @@ impl<F: Fabric> Poller<F> {
 
     /// Starts held writes that follow one another as one task. Returns how many requests
     /// left the held list (a run whose stripe is busy goes back to it).
-    fn start_run(&mut self, ns: usize, mut reqs: Vec<Request>) -> usize {
-        let shared = self.shared.clone();
+    fn start_run(&mut self, ns: usize, reqs: Vec<Request>) -> usize {
         let n = reqs.len();
-        let array = array_of(&shared.namespaces[ns].backend);
-        let (Some(array), Some(ring), false, true) =
-            (array, self.ring.as_mut(), self.draining, n > 1)
-        else {
-            for req in reqs {
-                if let Taken::No(req) = self.start_array_write(ns, req, false) {
+        if self.draining || n == 1 {
+            return self.start_each(ns, reqs.into_iter());
+        }
+        let mut reqs = reqs.into_iter();
+        let Some(first) = reqs.next() else {
+            return 0;
+        };
+        let (why, first, more) = match self.start_task(ns, first, reqs.collect()) {
+            Ok(()) => return n,
+            Err(refused) => refused,
+        };
+        let all = std::iter::once(first).chain(more);
+        match why {
+            // A stripe is held (a write that started before its neighbour was here, or
+            // maintenance): the run waits, whole, and is tried again at the next pass.
+            NotStarted::Busy => {
+                let now = Instant::now();
+                self.writes.held.extend(all.map(|r| (ns, r, now)));
+                0
+            }
+            NotStarted::Refused => {
+                for req in all {
                     self.hand_to_workers(ns, req);
                 }
+                n
             }
-            return n;
-        };
-        let (Some(buf), first) = (reqs[0].buf.take(), (reqs[0].tag, reqs[0].lba, reqs[0].len))
-        else {
-            unreachable!("a held write holds its data")
-        };
-        let more_bufs: Vec<(raidline_raid::IoBuf, usize)> = reqs[1..]
-            .iter_mut()
-            .map(|r| (r.buf.take().expect("a held write holds its data"), r.len))
-            .collect();
-        let give_back = |reqs: &mut Vec<Request>, buf: Option<IoBuf>, more: Vec<IoBuf>| {
-            reqs[0].buf = buf;
-            for (r, b) in reqs[1..].iter_mut().zip(more) {
-                r.buf = Some(b);
-            }
-        };
-        let (buf, more) = match array.start_write(first.0, first.1, first.2, buf, more_bufs, true) {
-            WriteStart::Started(task, rr) => match ring.submit(rr) {
-                Ok(()) => {
-                    let more = reqs[1..].iter().map(|r| (r.tag, r.lba, r.len)).collect();
-                    let running = Running {
-                        ns,
-                        first,
-                        more,
-                        task,
-                    };
-                    self.writes.running.insert(first.0, running);
-                    let data_path = &shared.data_path;
-                    data_path
-                        .ring_requests
-                        .fetch_add(n as u64, Ordering::Relaxed);
-                    data_path
-                        .gathered_writes
-                        .fetch_add(n as u64, Ordering::Relaxed);
-                    return n;
-                }
-                Err((rr, e)) => {
-                    tracing::debug!("poller {}: ring refused a gathered write: {e}", self.id);
-                    let (buf, more) = task.abort(array, rr);
-                    give_back(&mut reqs, buf, more);
-                    for req in reqs {
-                        self.hand_to_workers(ns, req);
-                    }
-                    return n;
-                }
-            },
-            WriteStart::Busy(buf, more) => {
-                // A stripe is held (a write that started before its neighbour was here, or
-                // maintenance): the run waits, whole, and is tried again at the next pass.
-                give_back(&mut reqs, Some(buf), more);
-                let now = Instant::now();
-                self.writes
-                    .held
-                    .extend(reqs.into_iter().map(|r| (ns, r, now)));
-                return 0;
-            }
-            WriteStart::Declined(buf, more) => (Some(buf), more),
-        };
-        // Declined together: each on its own (a run of a degraded array goes to the workers).
-        give_back(&mut reqs, buf, more);
+            // Declined together: each on its own (a run of a degraded array goes to the
+            // workers).
+            NotStarted::Declined => self.start_each(ns, all),
+        }
+    }
+
+    /// Starts each of `reqs` as a write of its own, or hands it to the workers. Returns how
+    /// many there were.
+    fn start_each(&mut self, ns: usize, reqs: impl Iterator<Item = Request>) -> usize {
+        let mut n = 0;
         for req in reqs {
+            n += 1;
             if let Taken::No(req) = self.start_array_write(ns, req, false) {
                 self.hand_to_workers(ns, req);
             }
