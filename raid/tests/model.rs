@@ -36,8 +36,9 @@
 //!   (`start_dirty_degraded`): the exposure names regions, blocks inside them may hold
 //!   anything, and every block outside them must pass the usual checks.
 //!
-//! A third test runs the same cases with the writes on the completion-driven path
-//! ([`Array::start_write`], as a poller drives it on its own ring): each batch's member
+//! Two more tests run the same cases, under each policy, with the writes on the
+//! completion-driven path ([`Array::start_write`], as a poller drives it on its own ring;
+//! degraded and logged writes included): each batch's member
 //! operations run in a seeded random order, a write is sometimes cut in two requests in flight
 //! together (their batches interleaved, the second parked while the first holds a stripe),
 //! and what the path declines or hands back for a redo goes through [`Array::write`], as the
@@ -886,6 +887,17 @@ proptest! {
         volatile in any::<bool>(),
     ) {
         run_with(n, chunk_pow, small_blocks, ops, volatile, WriteHolePolicy::Degraded, true)?;
+    }
+
+    #[test]
+    fn array_matches_byte_model_completion_driven_always_logged(
+        n in 3usize..=5,
+        chunk_pow in 12u32..=13,
+        small_blocks in any::<bool>(),
+        ops in prop::collection::vec(op(), 1..30),
+        volatile in any::<bool>(),
+    ) {
+        run_with(n, chunk_pow, small_blocks, ops, volatile, WriteHolePolicy::Always, true)?;
     }
 }
 

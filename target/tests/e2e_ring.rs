@@ -205,6 +205,92 @@ fn pipelined_writes(
     c.io.push(q);
 }
 
+/// `count` writes `(lba, blocks, seed)` of 4 KiB to 160 KiB within `bytes`: runs of
+/// neighbouring small writes (same stripes) and some large ones; seeds from `seed`.
+fn random_writes(bytes: usize, count: u64, seed: u64) -> Vec<(u64, u32, u64)> {
+    let blocks = (bytes / 4096) as u64;
+    let mut writes = Vec::new();
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut lba = 0u64;
+    for i in 0..count {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let n = [1u32, 1, 2, 3, 8, 16, 40][(x % 7) as usize];
+        if lba + u64::from(n) > blocks || x % 11 == 0 {
+            lba = (x >> 20) % (blocks - 40);
+        }
+        writes.push((lba, n, seed + i));
+        lba += u64::from(n);
+    }
+    writes
+}
+
+/// Issues `writes` 16 in flight, in waves of writes that do not overlap (the order of writes
+/// in flight together is the target's), and applies them to `model`.
+fn write_in_waves(
+    c: &mut raidline_initiator::Controller<raidline_fabric::mem::MemFabric>,
+    ns: &raidline_initiator::Namespace,
+    writes: &[(u64, u32, u64)],
+    model: &mut [u8],
+) {
+    let mut wave: Vec<(u64, u32, u64)> = Vec::new();
+    for &w in writes {
+        if wave
+            .iter()
+            .any(|&(l, n, _)| w.0 < l + u64::from(n) && l < w.0 + u64::from(w.1))
+        {
+            pipelined_writes(c, ns, &wave);
+            wave.clear();
+        }
+        wave.push(w);
+        let at = w.0 as usize * 4096;
+        model[at..at + w.1 as usize * 4096].copy_from_slice(&pattern(w.2, w.1 as usize * 4096));
+    }
+    pipelined_writes(c, ns, &wave);
+}
+
+/// A degraded array (one member set faulty) written by the host, small writes and large, 16
+/// in flight: every write, logged in the partial-parity log, runs on the poller's ring with
+/// no storage worker, and the host reads back what it wrote (the missing member's chunks
+/// rebuilt).
+#[test]
+fn degraded_writes_are_logged_on_the_ring_without_workers() {
+    let (array, mut model, _net, target, mut c, ns) = filled_at_qd16("ring-degraded-write", 0xDE6B);
+    array.set_faulty(MemberIdx(1)).expect("set faulty");
+    assert_eq!(array.degraded_roles(), vec![1]);
+    let before = array.stats();
+    write_in_waves(
+        &mut c,
+        &ns,
+        &random_writes(model.len(), 200, 0xCD00),
+        &mut model,
+    );
+    let after = array.stats();
+    let dp = &target.shared().data_path;
+    let on_ring = dp.ring_requests.load(Ordering::Relaxed);
+    assert!(on_ring >= 200, "{on_ring} of 200 writes on the ring");
+    assert_eq!(
+        dp.worker_requests.load(Ordering::Relaxed),
+        0,
+        "a degraded write went to a storage worker"
+    );
+    assert!(
+        after.reconstruct_write > before.reconstruct_write,
+        "no write reconstructed the missing chunk"
+    );
+    assert_eq!(after.writes - before.writes, 200);
+    let all = read_whole(&mut c, &ns, model.len());
+    assert!(
+        all == model,
+        "the degraded array differs from what was written"
+    );
+    assert_eq!(array.torn_writes(), 0);
+    c.shutdown().unwrap();
+    let errs = target.shutdown();
+    assert!(errs.is_empty(), "{errs:?}");
+}
+
 /// Host writes of 4 KiB to 160 KiB, 16 in flight, many sharing stripes (64 KiB chunks, 192
 /// KiB stripes): the array's writes run on the poller's ring (counted), parked while a
 /// neighbour holds the stripe; everything reads back and parity is consistent.
@@ -212,39 +298,12 @@ fn pipelined_writes(
 fn array_writes_run_on_the_ring_and_park_on_busy_stripes() {
     // Filled: marks the array dirty and every bitmap region written.
     let (array, mut model, _net, target, mut c, ns) = filled_at_qd16("ring-writes", 0xF111);
-    let cap = model.len();
-    let blocks = (cap / 4096) as u64;
-    let mut writes = Vec::new();
-    let mut x = 0x2545_F491_4F6C_DD1Du64;
-    let mut lba = 0u64;
-    for i in 0..300u64 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        // Runs of neighbouring small writes (same stripes) and some large ones.
-        let n = [1u32, 1, 2, 3, 8, 16, 40][(x % 7) as usize];
-        if lba + u64::from(n) > blocks || x % 11 == 0 {
-            lba = (x >> 20) % (blocks - 40);
-        }
-        writes.push((lba, n, 0xAB00 + i));
-        lba += u64::from(n);
-    }
-    // In-flight writes must not overlap (their order is the target's): split into waves
-    // of non-overlapping writes.
-    let mut wave: Vec<(u64, u32, u64)> = Vec::new();
-    for w in writes {
-        if wave
-            .iter()
-            .any(|&(l, n, _)| w.0 < l + u64::from(n) && l < w.0 + u64::from(w.1))
-        {
-            pipelined_writes(&mut c, &ns, &wave);
-            wave.clear();
-        }
-        wave.push(w);
-        let at = w.0 as usize * 4096;
-        model[at..at + w.1 as usize * 4096].copy_from_slice(&pattern(w.2, w.1 as usize * 4096));
-    }
-    pipelined_writes(&mut c, &ns, &wave);
+    write_in_waves(
+        &mut c,
+        &ns,
+        &random_writes(model.len(), 300, 0xAB00),
+        &mut model,
+    );
     let dp = &target.shared().data_path;
     let on_ring = dp.ring_requests.load(Ordering::Relaxed);
     assert!(on_ring >= 250, "{on_ring} of 300 writes on the ring");

@@ -80,6 +80,19 @@ impl FlushGate {
         st.issued
     }
 
+    /// A flush of this role's member that a caller's ring is about to issue (the gate does
+    /// not run it): the ticket it will cover, for [`FlushGate::ring_flush_done`].
+    pub fn ring_flush_start(&self) -> u64 {
+        self.ticket()
+    }
+
+    /// The ring flush that started at `upto` completed: every ticket up to it is covered.
+    /// No wake-up: a caller waits only while a gate flush runs, whose end wakes it.
+    pub fn ring_flush_done(&self, upto: u64) {
+        let mut st = self.lock();
+        st.covered = st.covered.max(upto);
+    }
+
     /// Whether a flush that started after `ticket` was taken has completed.
     pub fn covered(&self, ticket: u64) -> bool {
         self.lock().covered >= ticket

@@ -11,9 +11,16 @@
 //!   write's write-intent bitmap bits were clear, the changed bitmap blocks to every present
 //!   member, then a **flush** of every member: no write starts before its bits are durable
 //!   (writes to a region whose bit another task is persisting are `Busy` meanwhile);
+//! - when the write is **logged** (a role is missing or being rebuilt, or policy `always`;
+//!   see [`super::ppl`]): parity and partial parity are computed when the reads are in,
+//!   then the **flushes** a log slot's reuse needs (members whose writes of the slot's
+//!   previous round no flush covered yet, as the blocking engine's `settle_slots`), the
+//!   **log entries** to the parity members, and a **flush** of those members; these
+//!   flushes count in the members' flush gates, shared with the blocking engine;
 //! - **writes**: parity is computed when the reads are in, then the new data (straight from
-//!   the caller's buffer) and the parity go out in one batch, and to a hot-replace member
-//!   too where it holds the stripe;
+//!   the caller's buffer) and the parity go out in one batch, to the roles that hold the
+//!   stripe (a missing chunk's new rows live on through parity), and to a hot-replace
+//!   member too where it holds the stripe;
 //! - **flushes**, only when the partial-parity-log epoch changed while the write was in
 //!   flight (the synchronous engine's `settle_epoch`): the roles written, before the stripes
 //!   are unlocked.
@@ -22,22 +29,23 @@
 //! only orders the same steps around completions. It takes only what it can take without
 //! waiting, and declines what it cannot serve ([`WriteStart::Declined`]: use
 //! [`Array::write`] on a thread that may block):
-//! - the stripes are taken with [`super::locks::StripeLocks::try_lock`]; a held one gives
-//!   [`WriteStart::Busy`] (nothing taken; try again when something completed);
+//! - the stripes, then the log slots they use, are taken with
+//!   [`super::locks::StripeLocks::try_lock`]; a held one gives [`WriteStart::Busy`]
+//!   (nothing taken; try again when something completed);
 //! - the bitmap mutex must be free (a blocking thread may hold it while it writes bitmap
 //!   blocks: `Busy`), and no needed bit may have failed to persist earlier (the blocking path
 //!   writes it again);
-//! - the array must be healthy and need no partial-parity-log entry (policy `always` logs
-//!   every write that is not a whole stripe: declined), have no log-cover record due, and
-//!   no torn write waiting for its redo;
+//! - the array must not have failed (two holes in a stripe are declined), have no
+//!   log-cover record due, and no torn write waiting for its redo;
 //! - the array must be marked dirty already: if not, `Busy`, and
 //!   [`Array::mark_dirty_if_wanted`] (the owner's background thread) writes the superblocks;
 //! - at most [`super::write::ROUND_STRIPES`] stripes.
 //!
 //! Failures: the path never marks a member failed (that writes superblocks). A failed read
 //! (or bitmap write or flush: its bits then count as not durable until the blocking path
-//! wrote them again) ends the task with nothing written: redo it with [`Array::write`], which marks the member
-//! failed and replans. A failed write leaves the stripes torn (new data beside old parity, or
+//! wrote them again; or log write or flush: its slots' content counts as unknown) ends the
+//! task with nothing of the data written: redo it with [`Array::write`], which marks the
+//! member failed and replans. A failed write leaves the stripes torn (new data beside old parity, or
 //! the reverse): the task counts the array torn before it unlocks them, and every write
 //! reconstructs parity from the data (never from old parity) until the redo, which rewrites
 //! the whole request and then calls [`Array::end_torn`].
@@ -53,6 +61,7 @@ use crate::sys::buf::IoBuf;
 use crate::sys::ring::{RingBuf, RingCompletion, RingOpKind, RingRequest, RingSeg};
 
 use super::bitmap::TryBegin;
+use super::ppl::{PplLayout, HEADER};
 use super::write::{old_rows, ChunkWrite, Mode, Plan, ROUND_STRIPES};
 use super::{Array, EngineBuf, Scratch, View};
 
@@ -103,6 +112,12 @@ enum Phase {
     Reads,
     /// Flushing every member after its bitmap blocks were written.
     BitmapFlush,
+    /// Flushing the members whose writes the log slots about to be overwritten still cover.
+    LogSettle,
+    /// Writing the partial-parity-log entries.
+    Log,
+    /// Flushing the members the entries went to.
+    LogFlush,
     Writes,
     Flushes,
 }
@@ -129,6 +144,10 @@ struct TaskPlan {
     full: bool,
     old: Vec<Option<u16>>,
     parity: Option<u16>,
+    /// The log entry's buffer (scratch index), and the missing role's data index.
+    log: Option<(u16, Option<usize>)>,
+    /// Its entry's header is filled: it is written.
+    logged: bool,
 }
 
 /// One write on the completion-driven path (see the module documentation). It holds its
@@ -148,6 +167,12 @@ pub struct WriteTask {
     bitmap_pending: bool,
     /// Requests gathered in it (each is redone on its own after a failure).
     requests: usize,
+    /// The partial-parity log, when its stripes are logged (degraded, or policy `always`).
+    layout: Option<PplLayout>,
+    /// The log-slot locks it holds (sorted keys).
+    slot_keys: Vec<u64>,
+    /// Flushes in flight that count in the flush gates: (role, the ticket they cover).
+    gate_flushes: Vec<(usize, u64)>,
     ended: bool,
 }
 
@@ -186,26 +211,35 @@ impl Array {
         let (first, last) = (ids[0], ids[ids.len() - 1]);
         let entered = {
             let st = self.read_state();
-            let healthy = st.failed.is_none()
-                && st
-                    .slots
-                    .iter()
-                    .all(|s| s.state == SlotState::Active && s.member.is_some());
-            let logged = !st.ppl_off && st.ppl_always;
-            match (healthy && !logged, Self::view_of(&st)) {
-                (true, Ok(view)) => {
-                    let force_rcw = st.resync.is_some();
-                    let epoch = st.ppl_epoch;
-                    // Under the state lock, as `enter_writes`: an epoch change sees it.
-                    Some((view, force_rcw, self.inflight.enter(epoch).keep()))
-                }
-                _ => None,
-            }
+            Self::view_of(&st).ok().map(|view| {
+                let force_rcw = st.resync.is_some();
+                // As the blocking engine's round: logged while a role is not active, or
+                // always with that policy.
+                let missing =
+                    (0..self.geo.members()).find(|&r| view.states[r] != SlotState::Active);
+                let log_on = !st.ppl_off && (missing.is_some() || st.ppl_always);
+                let layout = self.ppl.filter(|_| log_on);
+                // Under the state lock, as `enter_writes`: an epoch change sees it.
+                let epoch = self.inflight.enter(st.ppl_epoch).keep();
+                (view, force_rcw, missing, layout, epoch)
+            })
         };
-        let Some((view, force_rcw, epoch)) = entered else {
+        let Some((view, force_rcw, missing, layout, epoch)) = entered else {
             self.locks.unlock(&ids);
             return WriteStart::Declined(buf, more);
         };
+        // Slot locks after stripe locks, as the blocking engine takes them.
+        let mut slot_keys: Vec<u64> = layout
+            .iter()
+            .flat_map(|l| ids.iter().map(|&s| l.lock_key(&self.geo, StripeIdx(s)).0))
+            .collect();
+        slot_keys.sort_unstable();
+        slot_keys.dedup();
+        if !self.ppl_locks.try_lock(&slot_keys) {
+            self.inflight.leave(epoch);
+            self.locks.unlock(&ids);
+            return WriteStart::Busy(buf, more);
+        }
         let fds_ok = || {
             let present = view.members.iter().flatten();
             let mirror = view.replacement.iter().map(|(_, m, _)| m);
@@ -221,6 +255,7 @@ impl Array {
             TryBegin::Persist(images) => images,
             TryBegin::Busy | TryBegin::Declined => {
                 self.inflight.leave(epoch);
+                self.ppl_locks.unlock(&slot_keys);
                 self.locks.unlock(&ids);
                 return match bitmap {
                     TryBegin::Busy => WriteStart::Busy(buf, more),
@@ -239,6 +274,9 @@ impl Array {
             phase: Phase::Reads,
             bitmap_pending: !images.is_empty(),
             requests: 1 + more.len(),
+            layout,
+            slot_keys,
+            gate_flushes: Vec::new(),
             ended: false,
         };
         let mut scratch: Vec<Option<Scratch>> = Vec::new();
@@ -247,7 +285,8 @@ impl Array {
             .map(|b| (b.as_ptr() as usize, b.len()))
             .collect();
         for (stripe, writes) in &stripes {
-            let plan = match self.plan(&task.view, *stripe, writes, force_rcw, None) {
+            let log = layout.map(|l| self.log_want(&l, missing, *stripe));
+            let plan = match self.plan(&task.view, *stripe, writes, force_rcw, log) {
                 Ok(p) => p,
                 Err(_) => {
                     self.end_task(&mut task, scratch);
@@ -279,7 +318,8 @@ impl Array {
             };
             return WriteStart::Started(task, req);
         }
-        match self.write_request(&mut task, (buf, more), scratch) {
+        // Nothing to read (whole stripes): the log, or the writes, at once.
+        match self.after_reads(&mut task, (buf, more), scratch) {
             Ok(req) => WriteStart::Started(task, req),
             Err((buf, more)) => WriteStart::Declined(buf, more),
         }
@@ -325,14 +365,20 @@ impl Array {
         (stripes.len() <= ROUND_STRIPES).then_some(stripes)
     }
 
-    /// The reads of every plan (into scratch), as the synchronous engine's read phase.
+    /// The reads of every plan (into scratch), as the synchronous engine's read phase: old
+    /// parity for read-modify-write and reconstruct-write, the old rows each mode needs
+    /// (never the missing chunk's: it is rebuilt from the others).
     fn read_segs(&self, task: &WriteTask) -> Vec<RingSeg> {
         let bs = self.geo.block_bytes();
         let mut segs = Vec::new();
         for p in &task.plans {
             let base = self.geo.stripe_member_block(p.stripe).0;
             let (lo, hi) = (p.lo, p.hi);
-            if p.mode == Mode::Rmw {
+            let failed = match p.mode {
+                Mode::Reconstruct { failed } => Some(failed),
+                _ => None,
+            };
+            if matches!(p.mode, Mode::Rmw | Mode::Reconstruct { .. }) {
                 let pm = self.geo.parity_member(p.stripe).0;
                 if let (Some(i), Some(m)) = (p.parity, &task.view.members[pm]) {
                     segs.push(seg(
@@ -346,6 +392,9 @@ impl Array {
             }
             for (d, old) in p.old.iter().enumerate() {
                 let Some(i) = *old else { continue };
+                if Some(d) == failed {
+                    continue;
+                }
                 let role = self.geo.data_member(p.stripe, d).0;
                 let Some(m) = &task.view.members[role] else {
                     continue;
@@ -368,10 +417,12 @@ impl Array {
         segs
     }
 
-    /// Computes parity (the synchronous engine's code, over the plans rebuilt around the
-    /// buffers) and returns the write batch: new data from `buf`, parity from scratch, and
-    /// the hot-replace copies. `Err` (the task ended) if the engine failed: nothing written.
-    fn write_request(
+    /// Once the reads are in (and the bitmap is durable): computes parity and partial parity
+    /// (the synchronous engine's code, over the plans rebuilt around the buffers) and fills
+    /// the log entries' headers, then returns the next request: the flushes a log slot's
+    /// reuse needs, the log, or the writes. `Err` (the task ended) if the engine failed:
+    /// nothing written.
+    fn after_reads(
         &self,
         task: &mut WriteTask,
         (buf, more): Bufs,
@@ -385,6 +436,12 @@ impl Array {
                 .map(|p| p.lend(&bufs, &mut scratch, self.geo.block_bytes()))
                 .collect();
             let r = self.compute_all(&mut plans);
+            if r.is_ok() && task.layout.is_some() {
+                let logged = self.log_heads(&mut plans, task.epoch);
+                for tp in task.plans.iter_mut() {
+                    tp.logged = logged.contains(&tp.stripe);
+                }
+            }
             for (tp, p) in task.plans.iter().zip(plans) {
                 tp.take_back(p, &mut scratch);
             }
@@ -394,6 +451,73 @@ impl Array {
             self.end_task(task, scratch);
             return Err((buf, more));
         }
+        let Some(layout) = task.layout else {
+            return Ok(self.write_request(task, (buf, more), scratch));
+        };
+        let logged = task.plans.iter().filter(|p| p.logged).map(|p| p.stripe);
+        let due: Vec<usize> = self
+            .due_tickets(&layout, logged)
+            .iter()
+            .map(|t| t.role)
+            .collect();
+        if due.is_empty() {
+            return Ok(self.log_request(task, (buf, more), scratch));
+        }
+        Ok(task.gate_flushes(self, Phase::LogSettle, due, (buf, more), scratch))
+    }
+
+    /// The log entries of the plans that have one: per stripe, header and partial parity
+    /// (one buffer) to its slot on the parity member and, when the missing chunk is
+    /// written, its new rows straight from the caller's buffer. The writes when none.
+    fn log_request(
+        &self,
+        task: &mut WriteTask,
+        (buf, more): Bufs,
+        scratch: Vec<Option<Scratch>>,
+    ) -> RingRequest {
+        let bs = self.geo.block_bytes();
+        let cb = self.geo.chunk_bytes() as u64;
+        let mut segs = Vec::new();
+        if let Some(layout) = task.layout {
+            for p in task.plans.iter().filter(|p| p.logged) {
+                let (Some((i, f)), Some(m)) = (p.log, p.parity_member(self, &task.view)) else {
+                    continue;
+                };
+                let off = layout.slot_offset(&self.geo, p.stripe);
+                let len = (p.hi - p.lo) as usize * bs;
+                segs.push(seg(m, RingOpKind::Write, off, i, 0..HEADER + len));
+                if let Some(w) = f.and_then(|f| p.writes.iter().find(|w| w.data_index == f)) {
+                    segs.push(RingSeg {
+                        member: m.clone(),
+                        kind: RingOpKind::Write,
+                        offset: off + HEADER as u64 + cb,
+                        buf: w.src,
+                        range: w.at..w.at + (w.end - w.start) as usize * bs,
+                    });
+                }
+            }
+        }
+        if segs.is_empty() {
+            return self.write_request(task, (buf, more), scratch);
+        }
+        task.phase = Phase::Log;
+        RingRequest {
+            tag: task.tag,
+            buf: Some(buf),
+            more,
+            scratch: lend(scratch),
+            segs,
+        }
+    }
+
+    /// The write batch (parity computed): new data from the caller's buffers, parity from
+    /// scratch, and the hot-replace copies, to the roles that hold the stripe.
+    fn write_request(
+        &self,
+        task: &mut WriteTask,
+        (buf, more): Bufs,
+        scratch: Vec<Option<Scratch>>,
+    ) -> RingRequest {
         let bs = self.geo.block_bytes();
         let mut segs = Vec::new();
         let view = &task.view;
@@ -401,6 +525,9 @@ impl Array {
             let base = self.geo.stripe_member_block(p.stripe).0;
             for w in &p.writes {
                 let role = self.geo.data_member(p.stripe, w.data_index).0;
+                if !view.usable(role, p.stripe) {
+                    continue;
+                }
                 let Some(m) = &view.members[role] else {
                     continue;
                 };
@@ -417,7 +544,7 @@ impl Array {
                 }
             }
             let pm = self.geo.parity_member(p.stripe).0;
-            if let (Some(i), Some(m)) = (p.parity, &view.members[pm]) {
+            if let (Some(i), Some(m)) = (p.parity, p.parity_member(self, view)) {
                 let off = self.member_offset(base + p.lo);
                 let range = 0..(p.hi - p.lo) as usize * bs;
                 for m in std::iter::once(m).chain(mirror(view, pm, p.stripe)) {
@@ -426,21 +553,32 @@ impl Array {
             }
         }
         task.phase = Phase::Writes;
-        Ok(RingRequest {
+        RingRequest {
             tag: task.tag,
             buf: Some(buf),
             more,
             scratch: lend(scratch),
             segs,
-        })
+        }
     }
 
-    /// Releases what a task holds: stripes, bitmap regions, its epoch registration, scratch.
+    /// Releases what a task holds: stripes, log slots, bitmap regions, its epoch
+    /// registration, scratch (log buffers to their own pool).
     fn end_task(&self, task: &mut WriteTask, scratch: Vec<Option<Scratch>>) {
         if std::mem::replace(&mut task.ended, true) {
             return;
         }
-        self.give_scratch(scratch.into_iter().flatten());
+        let log_len = HEADER + self.geo.chunk_bytes();
+        let (logs, scratch): (Vec<Scratch>, Vec<Scratch>) = scratch
+            .into_iter()
+            .flatten()
+            .partition(|b| matches!(b, Scratch::Heap(h) if h.len() == log_len));
+        self.give_scratch(scratch);
+        self.give_log_scratch(logs.into_iter().filter_map(|b| match b {
+            Scratch::Heap(h) => Some(h),
+            Scratch::Arena(_) => None,
+        }));
+        self.ppl_locks.unlock(&task.slot_keys);
         if std::mem::take(&mut task.bitmap_pending) {
             // Its bits may not be on every member: the next blocking write writes them.
             self.bitmap.persist_failed(task.first, task.last);
@@ -498,11 +636,53 @@ impl WriteTask {
             (Phase::Reads, Ok(())) if self.bitmap_pending => {
                 self.phase = Phase::BitmapFlush;
                 let members = self.view.members.iter().flatten().cloned().collect();
-                self.flushes(members, buf, scratch)
+                WriteNext::Submit(self.flushes(members, buf, scratch))
             }
-            (Phase::BitmapFlush, Err(_)) => {
+            (Phase::BitmapFlush | Phase::LogSettle, Err(_)) => {
+                // A gate flush that failed covers nothing.
+                self.gate_flushes.clear();
                 array.end_task(self, scratch);
                 redo(buf, false)
+            }
+            (Phase::Log | Phase::LogFlush, Err(_)) => {
+                // Some entries may be on media, some not: what the slots hold is unknown
+                // again. Nothing of the data was written.
+                self.gate_flushes.clear();
+                if let Some(layout) = self.layout {
+                    let logged = self.plans.iter().filter(|p| p.log.is_some());
+                    array.forget_slots(&layout, logged.map(|p| p.stripe));
+                }
+                array.end_task(self, scratch);
+                redo(buf, false)
+            }
+            (Phase::LogSettle, Ok(())) => {
+                self.gate_flushes_done(array);
+                WriteNext::Submit(array.log_request(self, buf, scratch))
+            }
+            (Phase::Log, Ok(())) => {
+                // The entries are on media before any data or parity write starts: one flush
+                // per member that got entries (it counts in the member's flush gate).
+                let mut roles: Vec<usize> = self
+                    .plans
+                    .iter()
+                    .filter(|p| p.logged)
+                    .map(|p| array.geometry().parity_member(p.stripe).0)
+                    .filter(|&r| {
+                        self.view
+                            .member(r)
+                            .is_some_and(|m| m.volatile_write_cache())
+                    })
+                    .collect();
+                roles.sort_unstable();
+                roles.dedup();
+                if roles.is_empty() {
+                    return WriteNext::Submit(array.write_request(self, buf, scratch));
+                }
+                WriteNext::Submit(self.gate_flushes(array, Phase::LogFlush, roles, buf, scratch))
+            }
+            (Phase::LogFlush, Ok(())) => {
+                self.gate_flushes_done(array);
+                WriteNext::Submit(array.write_request(self, buf, scratch))
             }
             (Phase::Reads | Phase::BitmapFlush, Ok(())) => {
                 if std::mem::take(&mut self.bitmap_pending) {
@@ -513,12 +693,15 @@ impl WriteTask {
                     array.end_task(self, scratch);
                     return redo(buf, false);
                 }
-                match array.write_request(self, buf, scratch) {
+                match array.after_reads(self, buf, scratch) {
                     Ok(req) => WriteNext::Submit(req),
                     Err(buf) => redo(buf, false),
                 }
             }
             (Phase::Writes, Err(_)) => {
+                // The slots hold this task's entries, whatever landed of its writes (as the
+                // blocking engine records them).
+                self.remember_slots(array);
                 // Counted before the stripes unlock: a write that locks them next sees it.
                 // One per request: each redo ends one.
                 array.torn.fetch_add(self.requests, Ordering::SeqCst);
@@ -526,6 +709,7 @@ impl WriteTask {
                 redo(buf, true)
             }
             (Phase::Writes, Ok(())) => {
+                self.remember_slots(array);
                 for p in &self.plans {
                     array.count_stripe(p.full, p.mode);
                 }
@@ -547,7 +731,7 @@ impl WriteTask {
                     .into_iter()
                     .filter_map(|r| self.view.members[r].clone())
                     .collect();
-                self.flushes(members, buf, scratch)
+                WriteNext::Submit(self.flushes(members, buf, scratch))
             }
             (Phase::Flushes, r) => {
                 array.end_task(self, scratch);
@@ -561,13 +745,58 @@ impl WriteTask {
         }
     }
 
-    /// The next request: a flush of each of `members`, the buffers travelling with it.
+    /// The next request, in `phase`: a flush of each of `roles` that counts in its flush
+    /// gate (it covers every write that completed before it).
+    fn gate_flushes(
+        &mut self,
+        array: &Array,
+        phase: Phase,
+        roles: Vec<usize>,
+        bufs: Bufs,
+        scratch: Vec<Option<Scratch>>,
+    ) -> RingRequest {
+        let mut members = Vec::with_capacity(roles.len());
+        for role in roles {
+            if let Some(m) = &self.view.members[role] {
+                let upto = array.flush_gates[role].ring_flush_start();
+                self.gate_flushes.push((role, upto));
+                members.push(m.clone());
+            }
+        }
+        self.phase = phase;
+        self.flushes(members, bufs, scratch)
+    }
+
+    /// The gate flushes in flight completed.
+    fn gate_flushes_done(&mut self, array: &Array) {
+        for (role, upto) in self.gate_flushes.drain(..) {
+            array.flush_gates[role].ring_flush_done(upto);
+        }
+    }
+
+    /// After its writes (or some of them) completed: records in each logged stripe's slot
+    /// the roles this task wrote there, with flush tickets, so the slot is reused only once
+    /// they are durable.
+    fn remember_slots(&self, array: &Array) {
+        let Some(layout) = self.layout else { return };
+        for p in self.plans.iter().filter(|p| p.log.is_some()) {
+            let roles = array.roles_written(
+                &self.view,
+                p.stripe,
+                p.writes.iter().map(|w| w.data_index),
+                p.parity.is_some(),
+            );
+            array.remember_slot(&layout, p.stripe, roles);
+        }
+    }
+
+    /// A request of a flush of each of `members`, the buffers travelling with it.
     fn flushes(
         &self,
         members: Vec<Arc<dyn Member>>,
         (buf, more): Bufs,
         scratch: Vec<Option<Scratch>>,
-    ) -> WriteNext {
+    ) -> RingRequest {
         let segs = members
             .into_iter()
             .map(|member| RingSeg {
@@ -578,13 +807,13 @@ impl WriteTask {
                 range: 0..0,
             })
             .collect();
-        WriteNext::Submit(RingRequest {
+        RingRequest {
             tag: self.tag,
             buf: Some(buf),
             more,
             scratch: lend(scratch),
             segs,
-        })
+        }
     }
 
     /// Ends the task when its caller cannot submit `req`, the request it handed out last
@@ -598,23 +827,13 @@ impl WriteTask {
 
     /// Roles with a volatile cache this task wrote (flushed when the epoch changed under it).
     fn written_roles(&self, array: &Array) -> Vec<usize> {
-        let geo = array.geometry();
         let mut roles: Vec<usize> = Vec::new();
         for p in &self.plans {
-            let data = p
-                .writes
-                .iter()
-                .map(|w| geo.data_member(p.stripe, w.data_index).0);
-            let parity = p.parity.map(|_| geo.parity_member(p.stripe).0);
-            roles.extend(data.chain(parity));
+            let data = p.writes.iter().map(|w| w.data_index);
+            roles.extend(array.roles_written(&self.view, p.stripe, data, p.parity.is_some()));
         }
         roles.sort_unstable();
         roles.dedup();
-        roles.retain(|&r| {
-            self.view
-                .member(r)
-                .is_some_and(|m| m.volatile_write_cache())
-        });
         roles
     }
 }
@@ -641,6 +860,9 @@ impl TaskPlan {
         };
         let old = p.old.into_iter().map(&mut put).collect();
         let parity = put(p.parity);
+        let log = p
+            .log
+            .map(|(b, f)| (put(Some(Scratch::Heap(b))).unwrap_or_default(), f));
         TaskPlan {
             stripe: p.stripe,
             writes: p
@@ -671,12 +893,33 @@ impl TaskPlan {
             full: p.full,
             old,
             parity,
+            log,
+            logged: false,
         }
+    }
+
+    /// The parity member, when it holds the stripe (a write's parity goes there).
+    fn parity_member<'v>(&self, array: &Array, view: &'v View) -> Option<&'v Arc<dyn Member>> {
+        let pm = array.geometry().parity_member(self.stripe).0;
+        view.members[pm]
+            .as_ref()
+            .filter(|_| view.usable(pm, self.stripe))
     }
 
     /// The engine's plan again, over the caller's buffers `bufs` (the first, then the
     /// gathered ones) and the scratch (moved out of `scratch`).
     fn lend<'d>(&self, bufs: &[&'d [u8]], scratch: &mut [Option<Scratch>], bs: usize) -> Plan<'d> {
+        let log = self.log.and_then(|(i, f)| {
+            let slot = &mut scratch[usize::from(i)];
+            match slot.take() {
+                Some(Scratch::Heap(b)) => Some((b, f)),
+                // Not reached: a log buffer is always a heap one (`keep`).
+                other => {
+                    *slot = other;
+                    None
+                }
+            }
+        });
         let mut take = |i: Option<u16>| i.and_then(|i| scratch[usize::from(i)].take());
         Plan {
             stripe: self.stripe,
@@ -702,7 +945,7 @@ impl TaskPlan {
             full: self.full,
             old: self.old.iter().map(|&i| take(i)).collect(),
             parity: take(self.parity),
-            log: None,
+            log,
         }
     }
 
@@ -715,6 +958,9 @@ impl TaskPlan {
         }
         if let (Some(i), Some(b)) = (self.parity, p.parity) {
             scratch[usize::from(i)] = Some(b);
+        }
+        if let (Some((i, _)), Some((b, _))) = (self.log, p.log) {
+            scratch[usize::from(i)] = Some(Scratch::Heap(b));
         }
     }
 }
@@ -748,7 +994,10 @@ fn mirror(view: &View, role: usize, stripe: StripeIdx) -> Option<&Arc<dyn Member
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::array::{ArrayConfig, MetaLayout};
+    use crate::array::ppl::Entry;
+    use crate::array::{ArrayConfig, MetaLayout, WriteHolePolicy};
+    use crate::error::MemberError;
+    use crate::geometry::MemberIdx;
     use crate::geometry::{BlockSize, ChunkSize};
     use crate::member::{Fault, FaultHandle, FaultyMember, MemMember, OpKind};
     use crate::parity::CpuXor;
@@ -760,22 +1009,43 @@ pub(super) mod tests {
     /// Four in-memory members behind fault injectors, 4 KiB chunks, a bitmap region of two
     /// stripes.
     pub(in crate::array) fn rig() -> (Array, Vec<FaultHandle>) {
-        let (arcs, faults): (Vec<Arc<dyn Member>>, Vec<FaultHandle>) = (0..4)
-            .map(|i| {
-                let f = FaultyMember::new(Arc::new(MemMember::new(&format!("m{i}"), 2 << 20)), i);
+        let (a, faults, _) = rig_with(CHUNK, false, WriteHolePolicy::Degraded);
+        (a, faults)
+    }
+
+    /// Four in-memory members of 2 MiB behind fault injectors (with a volatile write cache
+    /// when `cache`), chunks of `chunk` bytes, a bitmap region of two stripes, policy
+    /// `write_hole`; the members' handles too.
+    fn rig_with(
+        chunk: usize,
+        cache: bool,
+        write_hole: WriteHolePolicy,
+    ) -> (Array, Vec<FaultHandle>, Vec<MemMember>) {
+        let mems: Vec<MemMember> = (0..4)
+            .map(|i| match cache {
+                true => MemMember::with_volatile_cache(&format!("m{i}"), 2 << 20),
+                false => MemMember::new(&format!("m{i}"), 2 << 20),
+            })
+            .collect();
+        let (arcs, faults): (Vec<Arc<dyn Member>>, Vec<FaultHandle>) = mems
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let f = FaultyMember::new(Arc::new(m.clone()), i as u64);
                 let h = f.handle();
                 (Arc::new(f) as Arc<dyn Member>, h)
             })
             .unzip();
         let cfg = ArrayConfig {
-            chunk: ChunkSize::new(CHUNK as u32).unwrap(),
+            chunk: ChunkSize::new(chunk as u32).unwrap(),
             block: BlockSize::new(4096).unwrap(),
             assume_clean: true,
             bitmap_region_stripes: Some(2),
+            write_hole,
             ..ArrayConfig::default()
         };
         let a = Array::create(arcs, vec![], &cfg, Arc::new(CpuXor::detect())).unwrap();
-        (a, faults)
+        (a, faults, mems)
     }
 
     /// Runs every operation of `req` in order.
@@ -1007,5 +1277,284 @@ pub(super) mod tests {
             other => panic!("expected Declined, got {other:?}"),
         }
         assert_eq!(a.torn_writes(), 0);
+    }
+
+    // ---- Logged writes (degraded, or policy `always`) ----
+
+    /// Fails role `role` of `a` (as the engine does after an I/O error) once the first
+    /// `blocks` blocks hold a pattern.
+    fn degrade(a: &Array, blocks: usize, role: usize) {
+        let data: Vec<u8> = (0..blocks * 4096).map(|i| (i * 7 % 251) as u8).collect();
+        a.write(&mut SyncExecutor, ArrayBlock(0), &data).unwrap();
+        let m = a.view().unwrap().members[role].clone().unwrap();
+        let e = MemberError::Unsupported("failed by the test");
+        a.fail_member(MemberIdx(role), &*m, &e).unwrap();
+        assert_eq!(a.degraded_roles(), vec![role]);
+    }
+
+    /// A stripe among the first four where `role` holds data, and that data index.
+    fn data_stripe(a: &Array, role: usize) -> (StripeIdx, usize) {
+        let g = a.geometry();
+        (0..4)
+            .map(StripeIdx)
+            .find_map(|s| g.data_index_of(s, MemberIdx(role)).map(|d| (s, d)))
+            .unwrap()
+    }
+
+    /// The log entry in `stripe`'s slot, as its parity member holds it.
+    fn entry_of(a: &Array, stripe: StripeIdx) -> Option<Entry> {
+        let layout = a.ppl.unwrap();
+        let pm = a.geometry().parity_member(stripe).0;
+        let m = a.view().unwrap().members[pm].clone()?;
+        let mut head = vec![0u8; HEADER];
+        m.read_at(layout.slot_offset(a.geometry(), stripe), &mut head)
+            .unwrap();
+        Entry::decode(&head)
+    }
+
+    /// Starts a write of `data` at `lba` on the ring, or panics.
+    fn start(a: &Array, lba: ArrayBlock, data: &[u8]) -> (WriteTask, RingRequest) {
+        let mut bufs = BufferArena::with_buffers(1, data.len(), 4096).unwrap();
+        let mut b = bufs.pop().unwrap();
+        b[..data.len()].copy_from_slice(data);
+        match a.start_write(1, lba, data.len(), b, Vec::new(), false) {
+            WriteStart::Started(t, req) => (t, req),
+            other => panic!("not started: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_degraded_write_puts_its_log_entry_on_media_before_any_data_write() {
+        let (a, _, mems) = rig_with(4 * CHUNK, true, WriteHolePolicy::Degraded);
+        degrade(&a, 64, 1);
+        let g = a.geometry();
+        // Rows 1..3 of the missing role's chunk: a reconstruct-write, logged with the new rows.
+        let (stripe, d) = data_stripe(&a, 1);
+        let lba = g.logical_block(stripe, d, 1);
+        let (mut t, req) = start(&a, lba, &[0x5A; 2 * 4096]);
+        assert!(req.segs.iter().all(|s| s.kind == RingOpKind::Read));
+        assert!(req.segs.iter().all(|s| s.member.name() != "m1"));
+        let WriteNext::Submit(log) = t.complete(&a, run(req)) else {
+            panic!("no log");
+        };
+        let pm = g.parity_member(stripe).0;
+        let slot = a.ppl.unwrap().slot_offset(g, stripe);
+        assert_eq!(
+            log.segs.len(),
+            2,
+            "the entry, then the missing chunk's new rows"
+        );
+        assert!(
+            log.segs.iter().all(|s| s.kind == RingOpKind::Write
+                && s.member.name() == format!("m{pm}")
+                && s.offset >= slot
+                && s.offset < a.meta.data_offset),
+            "only the log before the data: {:?}",
+            log.segs
+        );
+        let WriteNext::Submit(flush) = t.complete(&a, run(log)) else {
+            panic!("no flush of the log");
+        };
+        assert_eq!(flush.segs.len(), 1);
+        assert_eq!(flush.segs[0].kind, RingOpKind::Flush);
+        assert_eq!(flush.segs[0].member.name(), format!("m{pm}"));
+        let WriteNext::Submit(writes) = t.complete(&a, run(flush)) else {
+            panic!("no writes");
+        };
+        assert_eq!(mems[pm].cached_writes(), 0, "the entry is on media");
+        assert!(writes
+            .segs
+            .iter()
+            .all(|s| s.kind == RingOpKind::Write && s.offset >= a.meta.data_offset));
+        assert!(writes.segs.iter().all(|s| s.member.name() != "m1"));
+        let next = t.complete(&a, run(writes));
+        assert!(matches!(next, WriteNext::Done(Some(_), _)), "{next:?}");
+        let mut back = vec![0u8; 2 * 4096];
+        a.read(&mut SyncExecutor, lba, &mut back).unwrap();
+        assert!(back.iter().all(|&x| x == 0x5A));
+        let e = entry_of(&a, stripe).expect("an entry");
+        assert_eq!((e.stripe, e.f), (stripe.0, Some((d, 1, 3))));
+        assert_eq!(e.epoch, a.read_state().ppl_epoch);
+        // Everything is released: the stripe and its slot are free.
+        let key = a.ppl.unwrap().lock_key(g, stripe).0;
+        assert!(a.ppl_locks.try_lock(&[key]));
+        assert!(a.locks.try_lock(&[stripe.0]));
+    }
+
+    #[test]
+    fn degraded_writes_on_the_ring_leave_the_members_as_the_blocking_engine_does() {
+        let twins = [
+            rig_with(4 * CHUNK, true, WriteHolePolicy::Degraded),
+            rig_with(4 * CHUNK, true, WriteHolePolicy::Degraded),
+        ];
+        for (a, _, _) in &twins {
+            degrade(a, 64, 1);
+        }
+        let (sync, ring) = (&twins[0].0, &twins[1].0);
+        let g = sync.geometry();
+        let (s1, d1) = data_stripe(sync, 1);
+        let other = |s: StripeIdx| (0..3).find(|&d| g.data_member(s, d).0 != 1).unwrap();
+        let parity_stripe = (0..8)
+            .map(StripeIdx)
+            .find(|&s| g.parity_member(s).0 == 1)
+            .unwrap();
+        // (first block, blocks): every degraded mode, twice over some slots.
+        let writes = [
+            (g.logical_block(s1, d1, 1), 2),           // reconstruct-write
+            (g.logical_block(s1, other(s1), 0), 2),    // read-modify-write, logged
+            (g.logical_block(StripeIdx(2), 0, 0), 4),  // one whole chunk
+            (g.logical_block(parity_stripe, 1, 1), 3), // parity missing: data only
+            (g.logical_block(StripeIdx(0), 2, 2), 8),  // across two stripes
+            (g.logical_block(s1, d1, 0), 4),           // the missing chunk whole
+            (g.logical_block(StripeIdx(4), 0, 0), 12), // a whole stripe
+            (g.logical_block(s1, d1, 3), 1),           // the slot again
+        ];
+        for (k, &(lba, blocks)) in writes.iter().enumerate() {
+            let data: Vec<u8> = (0..blocks * 4096)
+                .map(|i| (i * 13 + k * 29) as u8)
+                .collect();
+            sync.write(&mut SyncExecutor, lba, &data).unwrap();
+            let (mut t, req) = start(ring, lba, &data);
+            let next = finish(ring, &mut t, req);
+            assert!(
+                matches!(next, WriteNext::Done(Some(_), _)),
+                "write {k}: {next:?}"
+            );
+        }
+        assert_eq!(
+            sync.stats().reconstruct_write,
+            ring.stats().reconstruct_write
+        );
+        let data_area = sync.meta.data_offset as usize..;
+        let (ms, mr) = (&twins[0].2, &twins[1].2);
+        let stripes: Vec<StripeIdx> = (0..8).map(StripeIdx).collect();
+        for cut in [false, true] {
+            for role in [0, 2, 3] {
+                if cut {
+                    // What a power cut leaves: only what the flushes made durable.
+                    ms[role].power_cut(None);
+                    mr[role].power_cut(None);
+                }
+                let (a, b) = (ms[role].snapshot(), mr[role].snapshot());
+                assert!(
+                    a[data_area.clone()] == b[data_area.clone()],
+                    "role {role}, cut {cut}"
+                );
+            }
+            let logged = stripes
+                .iter()
+                .filter(|&&s| entry_of(ring, s).is_some())
+                .count();
+            assert!(logged >= 3, "{logged} entries");
+            for &s in &stripes {
+                let mut e = entry_of(sync, s);
+                let f = entry_of(ring, s);
+                if let (Some(e), Some(f)) = (&mut e, &f) {
+                    e.array = f.array;
+                }
+                assert_eq!(e, f, "log entry of stripe {}, cut {cut}", s.0);
+            }
+        }
+    }
+
+    #[test]
+    fn with_policy_always_a_healthy_partial_write_is_logged_on_the_ring() {
+        let (a, _, _) = rig_with(4 * CHUNK, true, WriteHolePolicy::Always);
+        a.write(&mut SyncExecutor, ArrayBlock(0), &[3u8; 4096])
+            .unwrap();
+        let (mut t, mut req) = start(&a, ArrayBlock(1), &[9u8; 4096]);
+        // What each request of the task does, in order.
+        let log_area = a.meta.ppl_offset..a.meta.data_offset;
+        let mut steps = Vec::new();
+        let next = loop {
+            let kinds: Vec<RingOpKind> = req.segs.iter().map(|s| s.kind).collect();
+            steps.push(match kinds[0] {
+                RingOpKind::Flush => "flush",
+                RingOpKind::Read => "read",
+                RingOpKind::Write if log_area.contains(&req.segs[0].offset) => "log",
+                RingOpKind::Write => "write",
+            });
+            assert!(kinds.iter().all(|&k| k == kinds[0]), "{:?}", req.segs);
+            match t.complete(&a, run(req)) {
+                WriteNext::Submit(r) => req = r,
+                next => break next,
+            }
+        };
+        assert!(matches!(next, WriteNext::Done(Some(_), _)), "{next:?}");
+        // The slot's previous round (the blocking write) is flushed before its entry is
+        // overwritten, and the new entry before the data.
+        assert_eq!(steps, ["read", "flush", "log", "flush", "write"]);
+        let e = entry_of(&a, StripeIdx(0)).expect("an entry");
+        assert_eq!((e.stripe, e.f), (0, None));
+        let p = a
+            .scrub_step(&mut SyncExecutor, a.geometry().stripes(), false)
+            .unwrap();
+        assert_eq!(p.mismatches, 0);
+    }
+
+    #[test]
+    fn a_failed_log_write_writes_no_data_and_the_blocking_redo_completes_it() {
+        let (a, faults, _) = rig_with(4 * CHUNK, false, WriteHolePolicy::Degraded);
+        degrade(&a, 64, 1);
+        let g = a.geometry();
+        let (stripe, d) = data_stripe(&a, 1);
+        let lba = g.logical_block(stripe, d, 0);
+        let mut old = vec![0u8; 4 * 4096];
+        a.read(&mut SyncExecutor, lba, &mut old).unwrap();
+        let pm = g.parity_member(stripe).0;
+        faults[pm].inject(Fault::ErrorRange {
+            kind: OpKind::Write,
+            start: a.meta.ppl_offset,
+            end: a.meta.data_offset,
+        });
+        let (mut t, req) = start(&a, lba, &[0xC3; 4 * 4096]);
+        let next = finish(&a, &mut t, req);
+        let WriteNext::Redo {
+            buf: Some(b),
+            torn: false,
+            ..
+        } = next
+        else {
+            panic!("expected a redo with nothing written: {next:?}");
+        };
+        faults[pm].clear();
+        let slot = a.ppl.unwrap().slot(g, stripe);
+        assert_eq!(
+            a.flush_gates[pm].slot_stripe(slot),
+            None,
+            "the slot is unknown"
+        );
+        let mut now = vec![0u8; 4 * 4096];
+        a.read(&mut SyncExecutor, lba, &mut now).unwrap();
+        assert!(now == old, "no data written before the log");
+        assert_eq!(a.torn_writes(), 0);
+        a.write(&mut SyncExecutor, lba, &b[..4 * 4096]).unwrap();
+        a.read(&mut SyncExecutor, lba, &mut now).unwrap();
+        assert!(now.iter().all(|&x| x == 0xC3));
+    }
+
+    #[test]
+    fn a_held_log_slot_makes_a_logged_write_wait() {
+        let (a, _, _) = rig_with(4 * CHUNK, false, WriteHolePolicy::Degraded);
+        degrade(&a, 64, 1);
+        let g = a.geometry();
+        let (stripe, d) = data_stripe(&a, 1);
+        let key = a.ppl.unwrap().lock_key(g, stripe).0;
+        assert!(a.ppl_locks.try_lock(&[key]));
+        let mut bufs = BufferArena::with_buffers(1, 4096, 4096).unwrap();
+        let lba = g.logical_block(stripe, d, 0);
+        let b = match a.start_write(1, lba, 4096, bufs.pop().unwrap(), Vec::new(), false) {
+            WriteStart::Busy(b, _) => b,
+            other => panic!("expected Busy, got {other:?}"),
+        };
+        assert!(a.locks.try_lock(&[stripe.0]), "nothing kept");
+        a.locks.unlock(&[stripe.0]);
+        a.ppl_locks.unlock(&[key]);
+        let WriteStart::Started(mut t, req) = a.start_write(1, lba, 4096, b, Vec::new(), false)
+        else {
+            panic!("not started once the slot is free");
+        };
+        let next = finish(&a, &mut t, req);
+        assert!(matches!(next, WriteNext::Done(Some(_), _)), "{next:?}");
     }
 }

@@ -224,15 +224,7 @@ impl Array {
             });
             let mut plans = Vec::with_capacity(round.len());
             for (stripe, writes) in round {
-                let log = layout.map(|l| {
-                    let f = missing.and_then(|m| self.geo.data_index_of(*stripe, MemberIdx(m)));
-                    // The slot is known to hold another stripe's entry (or a void one).
-                    let pm = self.geo.parity_member(*stripe).0;
-                    let slot_elsewhere = self.flush_gates[pm]
-                        .slot_stripe(l.slot(&self.geo, *stripe))
-                        .is_some_and(|s| s != stripe.0);
-                    (f, slot_elsewhere)
-                });
+                let log = layout.map(|l| self.log_want(&l, missing, *stripe));
                 plans.push(self.plan(&view, *stripe, writes, force_rcw, log)?);
             }
             let reads_ok = self.read_phase(exec, &view, &mut plans)?;
@@ -272,6 +264,23 @@ impl Array {
         Err(RaidError::State("write kept failing on changing members"))
     }
 
+    /// What [`Array::plan`] needs to know to log `stripe`'s write under `layout`, with role
+    /// `missing` absent: the missing role's data index there (none when it holds parity), and
+    /// whether the stripe's slot is known to hold another stripe's entry (or a void one).
+    pub(super) fn log_want(
+        &self,
+        layout: &PplLayout,
+        missing: Option<usize>,
+        stripe: StripeIdx,
+    ) -> (Option<usize>, bool) {
+        let f = missing.and_then(|m| self.geo.data_index_of(stripe, MemberIdx(m)));
+        let pm = self.geo.parity_member(stripe).0;
+        let slot_elsewhere = self.flush_gates[pm]
+            .slot_stripe(layout.slot(&self.geo, stripe))
+            .is_some_and(|s| s != stripe.0);
+        (f, slot_elsewhere)
+    }
+
     /// Counts one stripe written (by how it was written).
     pub(super) fn count_stripe(&self, full: bool, mode: Mode) {
         let c = &self.counters;
@@ -300,16 +309,25 @@ impl Array {
 
     /// Roles (with a volatile write cache) a plan writes: its usable data chunks and parity.
     pub(super) fn written_roles(&self, view: &View, p: &Plan<'_>) -> Vec<usize> {
-        let mut roles: Vec<usize> = p
-            .writes
-            .iter()
-            .map(|w| self.geo.data_member(p.stripe, w.data_index).0)
-            .collect();
-        if p.parity.is_some() {
-            roles.push(self.geo.parity_member(p.stripe).0);
+        let data = p.writes.iter().map(|w| w.data_index);
+        self.roles_written(view, p.stripe, data, p.parity.is_some())
+    }
+
+    /// Roles (with a volatile write cache) a write of data indices `data` (and parity, with
+    /// `parity`) reaches in `stripe`.
+    pub(super) fn roles_written(
+        &self,
+        view: &View,
+        stripe: StripeIdx,
+        data: impl Iterator<Item = usize>,
+        parity: bool,
+    ) -> Vec<usize> {
+        let mut roles: Vec<usize> = data.map(|d| self.geo.data_member(stripe, d).0).collect();
+        if parity {
+            roles.push(self.geo.parity_member(stripe).0);
         }
         roles.retain(|&r| {
-            view.usable(r, p.stripe) && view.member(r).is_some_and(|m| m.volatile_write_cache())
+            view.usable(r, stripe) && view.member(r).is_some_and(|m| m.volatile_write_cache())
         });
         roles
     }
@@ -318,20 +336,33 @@ impl Array {
     /// round wrote, with flush tickets, so the slot is reused only once they are durable.
     fn remember_slot_writes(&self, view: &View, plans: &[Plan<'_>], layout: &PplLayout) {
         for p in plans.iter().filter(|p| p.log.is_some()) {
-            let tickets = self
-                .written_roles(view, p)
-                .into_iter()
-                .map(|role| Ticket {
-                    role,
-                    number: self.flush_gates[role].ticket(),
-                })
-                .collect();
-            let pm = self.geo.parity_member(p.stripe).0;
-            self.flush_gates[pm].set_slot_writes(
-                layout.slot(&self.geo, p.stripe),
-                p.stripe.0,
-                tickets,
-            );
+            self.remember_slot(layout, p.stripe, self.written_roles(view, p));
+        }
+    }
+
+    /// Records in `stripe`'s log slot that its entry's round wrote `roles` (completed now).
+    pub(super) fn remember_slot(&self, layout: &PplLayout, stripe: StripeIdx, roles: Vec<usize>) {
+        let tickets = roles
+            .into_iter()
+            .map(|role| Ticket {
+                role,
+                number: self.flush_gates[role].ticket(),
+            })
+            .collect();
+        let pm = self.geo.parity_member(stripe).0;
+        self.flush_gates[pm].set_slot_writes(layout.slot(&self.geo, stripe), stripe.0, tickets);
+    }
+
+    /// Marks what the log slots of `stripes` hold as unknown (an entry write, or the flush
+    /// after it, failed: some may be on media, some not).
+    pub(super) fn forget_slots(
+        &self,
+        layout: &PplLayout,
+        stripes: impl Iterator<Item = StripeIdx>,
+    ) {
+        for stripe in stripes {
+            let pm = self.geo.parity_member(stripe).0;
+            self.flush_gates[pm].forget_slot(layout.slot(&self.geo, stripe));
         }
     }
 
@@ -373,20 +404,8 @@ impl Array {
         plans: &[Plan<'_>],
         layout: &PplLayout,
     ) -> Result<bool, RaidError> {
-        let mut due: Vec<Ticket> = Vec::new();
-        for p in plans.iter().filter(|p| p.log.is_some()) {
-            let pm = self.geo.parity_member(p.stripe).0;
-            for t in self.flush_gates[pm].slot_writes(layout.slot(&self.geo, p.stripe)) {
-                if self.flush_gates[t.role].covered(t.number) {
-                    continue;
-                }
-                match due.iter_mut().find(|d| d.role == t.role) {
-                    Some(d) => d.number = d.number.max(t.number),
-                    None => due.push(t),
-                }
-            }
-        }
-        for t in due {
+        let logged = plans.iter().filter(|p| p.log.is_some()).map(|p| p.stripe);
+        for t in self.due_tickets(layout, logged) {
             let Some(m) = view.member(t.role) else {
                 continue;
             };
@@ -398,22 +417,34 @@ impl Array {
         Ok(true)
     }
 
-    /// Writes and flushes the partial-parity-log entries of every logged plan: per stripe one
-    /// write of header + partial parity (one buffer) and, if the missing chunk is written, one
-    /// of its new rows straight from the caller's buffer. `Ok(false)` when a member failed.
-    fn log_phase<E: Executor + ?Sized>(
+    /// The flushes (per role, the newest ticket) due before entries for `stripes` overwrite
+    /// their slots (see [`Array::settle_slots`]); empty when flushes since covered them.
+    pub(super) fn due_tickets(
         &self,
-        exec: &mut E,
-        view: &View,
-        plans: &mut [Plan<'_>],
         layout: &PplLayout,
-        epoch: u64,
-    ) -> Result<bool, RaidError> {
-        if !self.settle_slots(view, plans, layout)? {
-            return Ok(false);
+        stripes: impl Iterator<Item = StripeIdx>,
+    ) -> Vec<Ticket> {
+        let mut due: Vec<Ticket> = Vec::new();
+        for stripe in stripes {
+            let pm = self.geo.parity_member(stripe).0;
+            for t in self.flush_gates[pm].slot_writes(layout.slot(&self.geo, stripe)) {
+                if self.flush_gates[t.role].covered(t.number) {
+                    continue;
+                }
+                match due.iter_mut().find(|d| d.role == t.role) {
+                    Some(d) => d.number = d.number.max(t.number),
+                    None => due.push(t),
+                }
+            }
         }
+        due
+    }
+
+    /// Fills the header of every logged plan's entry (written under log epoch `epoch`) in
+    /// front of its partial parity, which [`Array::compute_all`] computed. Returns the
+    /// stripes whose entry is ready to write.
+    pub(super) fn log_heads(&self, plans: &mut [Plan<'_>], epoch: u64) -> Vec<StripeIdx> {
         let bs = self.geo.block_bytes();
-        let cb = self.geo.chunk_bytes() as u64;
         let mut logged = Vec::with_capacity(plans.len());
         for p in plans.iter_mut() {
             let len = (p.hi - p.lo) as usize * bs;
@@ -441,6 +472,26 @@ impl Array {
             buf[..HEADER].copy_from_slice(&head);
             logged.push(p.stripe);
         }
+        logged
+    }
+
+    /// Writes and flushes the partial-parity-log entries of every logged plan: per stripe one
+    /// write of header + partial parity (one buffer) and, if the missing chunk is written, one
+    /// of its new rows straight from the caller's buffer. `Ok(false)` when a member failed.
+    fn log_phase<E: Executor + ?Sized>(
+        &self,
+        exec: &mut E,
+        view: &View,
+        plans: &mut [Plan<'_>],
+        layout: &PplLayout,
+        epoch: u64,
+    ) -> Result<bool, RaidError> {
+        if !self.settle_slots(view, plans, layout)? {
+            return Ok(false);
+        }
+        let bs = self.geo.block_bytes();
+        let cb = self.geo.chunk_bytes() as u64;
+        let logged = self.log_heads(plans, epoch);
         let mut ops = Vec::new();
         let mut flush: Vec<usize> = Vec::new();
         for p in plans.iter() {
@@ -461,12 +512,10 @@ impl Array {
             }
         }
         exec.execute(&mut ops);
+        let logged_plans = || plans.iter().filter(|p| p.log.is_some()).map(|p| p.stripe);
         if ops.iter().any(|op| !matches!(op.result, Some(Ok(())))) {
             // Some entries may be on media, some not: what the slots hold is unknown again.
-            for p in plans.iter().filter(|p| p.log.is_some()) {
-                let pm = self.geo.parity_member(p.stripe).0;
-                self.flush_gates[pm].forget_slot(layout.slot(&self.geo, p.stripe));
-            }
+            self.forget_slots(layout, logged_plans());
         }
         if self.fail_from(&mut ops)? {
             return Ok(false);
@@ -478,10 +527,7 @@ impl Array {
         for role in flush {
             if let Some(m) = view.member(role) {
                 if let Err(e) = self.flush_gates[role].flush(m) {
-                    for p in plans.iter().filter(|p| p.log.is_some()) {
-                        let pm = self.geo.parity_member(p.stripe).0;
-                        self.flush_gates[pm].forget_slot(layout.slot(&self.geo, p.stripe));
-                    }
+                    self.forget_slots(layout, logged_plans());
                     self.fail_member(MemberIdx(role), m, &e)?;
                     return Ok(false);
                 }

@@ -3,8 +3,9 @@
 //!
 //! A write the path takes runs as batches on the ring; each completion advances its task.
 //! A write whose stripe is held (by another write or by maintenance) is parked and tried
-//! again at every pass; one the path declines (degraded, partial-parity log needed...) or
-//! hands back after a member error goes to the namespace's storage workers, whose
+//! again at every pass (a held log slot likewise); one the path declines (two holes in a
+//! stripe, a torn write waiting for its redo, a log-cover record due...) or hands back after
+//! a member error goes to the namespace's storage workers, whose
 //! synchronous engine may block and mark members failed. A torn write (a member write failed
 //! part-way) keeps the array in reconstruct-write mode until its redo on the workers returns.
 //!
@@ -40,7 +41,7 @@ use super::Poller;
 enum NotStarted {
     /// A stripe (or bitmap bit) it needs is held: try again later.
     Busy,
-    /// Not for the ring path now (degraded array, log needed...): the workers' engine.
+    /// Not for the ring path now (a torn write waits for its redo...): the workers' engine.
     Declined,
     /// The ring refused the request.
     Refused,
