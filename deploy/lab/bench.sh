@@ -4,6 +4,7 @@
 #
 #   deploy/lab/bench.sh [--rounds N] [--runtime SECS] [--io-paths "ring workers"] [--results DIR]
 #                       [--jobs "seqwrite-128k ..."]   (a subset of the jobs below; default all)
+#                       [--degraded]
 #
 # Per round, in alternating order (round 1 raidline first, round 2 the kernel first, ...):
 #   - raidline (one poller, `io_path` from --io-paths; each listed path is its own phase) serving
@@ -19,6 +20,13 @@
 # (RAM-disk jobs as `ram-<job>`; a variant other than the first as `raidline-<path>=`), after
 # the per-round table. Lab figures are ratios only: absolute numbers follow the host's load.
 #
+# --degraded: both RAID-5 arrays run with their last drive failed before the jobs
+# (`raidline array fail`, `mdadm --fail`): writes reconstruct or skip the missing chunk, reads
+# rebuild it. raidline records its degraded writes in its partial-parity log (its default
+# `write_hole = "degraded"`); md cannot keep a PPL beside its bitmap, so the reference runs
+# without one (a crash while degraded may lose its write hole's stripes). The RAM-disk jobs
+# are unchanged.
+#
 # The fabric's own floor, each round: perftest's ib_read_bw and ib_write_bw, 128 KiB messages,
 # 16 in flight, one thread, client and server in this guest (the path a target's RDMA READ of
 # a host write, and RDMA WRITE of a read's data, take; rxe does its work, both ends included,
@@ -31,15 +39,16 @@ root=$(cd "$here/../.." && pwd)
 
 if [ "${LAB_ROLE:-}" = "" ]; then
   # On the host: build, then run this script inside one guest with 4 drives.
-  rounds=3 runtime=10 paths="ring workers" results="" only=""
+  rounds=3 runtime=10 paths="ring workers" results="" only="" degraded=""
   while [ $# -gt 0 ]; do
     case "$1" in
+      --degraded) degraded=1; shift ;;
       --rounds) rounds=$2; shift 2 ;;
       --runtime) runtime=$2; shift 2 ;;
       --io-paths) paths=$2; shift 2 ;;
       --results) results=$2; shift 2 ;;
       --jobs) only=$2; shift 2 ;;
-      *) echo "usage: bench.sh [--rounds N] [--runtime SECS] [--io-paths \"ring workers\"] [--results DIR] [--jobs \"JOB ...\"]" >&2; exit 2 ;;
+      *) echo "usage: bench.sh [--rounds N] [--runtime SECS] [--io-paths \"ring workers\"] [--results DIR] [--jobs \"JOB ...\"] [--degraded]" >&2; exit 2 ;;
     esac
   done
   cd "$root"
@@ -48,7 +57,7 @@ if [ "${LAB_ROLE:-}" = "" ]; then
   timeout=$(( nphases * 9 * (runtime + 12) + 600 ))
   args=(--drives 4 --drive-size 2G --mem 3072 --timeout "$timeout"
         --env "BENCH_ROUNDS=$rounds" --env "FIO_RUNTIME=$runtime" --env "BENCH_PATHS=$paths"
-        --env "BENCH_JOBS=$only")
+        --env "BENCH_JOBS=$only" --env "BENCH_DEGRADED=$degraded")
   [ -z "$results" ] || args+=(--results "$results")
   exec "$here/run" "${args[@]}" -- "$here/bench.sh"
 fi
@@ -126,9 +135,14 @@ raidline_phase() {
   nvme connect -t rdma -a "$LAB_IP" -s 4420 -n "$rnqn" > /dev/null || lab_fail "connect $rnqn"
   dev=$(lab_nvme_dev "$nqn" 30)
   rdev=$(lab_nvme_dev "$rnqn" 30)
-  lab_log "raidline ($path): $dev (RAID-5), $rdev (RAM disk); threads: $(ls /proc/"$(cat /run/raidline-lab.pid)"/task | wc -l)"
+  if [ -n "${BENCH_DEGRADED:-}" ]; then
+    "$LAB_DIR/raidline.sh" cli array fail array0 "$(lab_nvme_drives | tail -n 1)" > /dev/null ||
+      lab_fail "raidline array fail"
+  fi
+  lab_log "raidline ($path): $dev (RAID-5${BENCH_DEGRADED:+, degraded}), $rdev (RAM disk); threads: $(ls /proc/"$(cat /run/raidline-lab.pid)"/task | wc -l)"
   run_jobs "raidline-$path" "$dev" "${jobs[@]}"
   run_jobs "raidline-$path-ram" "$rdev" "${ramjobs[@]}"
+  lab_log "raidline ($path): threads after the jobs: $(ls /proc/"$(cat /run/raidline-lab.pid)"/task | wc -l)"
   "$LAB_DIR/raidline.sh" cli status > "$out/status-$path.txt" 2>&1 || true
   # How the array's stripes were written (whole, read-modify-write, reconstruct-write).
   grep "stripes written" "$out/status-$path.txt" | sed "s/^ */raidline ($path) /" >&2 || true
@@ -143,6 +157,10 @@ kernel_phase() {
   local dev rdev sub cfg=/sys/kernel/config/nvmet
   local port=$cfg/ports/4420
   "$LAB_DIR/ref-target.sh" start --addr "$LAB_IP" --nqn "$knqn"
+  if [ -n "${BENCH_DEGRADED:-}" ]; then
+    mdadm /dev/md/ref --fail "$(lab_nvme_drives | tail -n 1)" > /dev/null 2>&1 ||
+      lab_fail "mdadm --fail"
+  fi
   sub=$cfg/subsystems/$kram
   mkdir "$sub"
   echo 1 > "$sub/attr_allow_any_host"
