@@ -23,9 +23,9 @@
 # --degraded: both RAID-5 arrays run with their last drive failed before the jobs
 # (`raidline array fail`, `mdadm --fail`): writes reconstruct or skip the missing chunk, reads
 # rebuild it. raidline records its degraded writes in its partial-parity log (its default
-# `write_hole = "degraded"`); md cannot keep a PPL beside its bitmap, so the reference runs
-# without one (a crash while degraded may lose its write hole's stripes). The RAM-disk jobs
-# are unchanged.
+# `write_hole = "degraded"`), so md runs with its own partial parity log
+# (`--consistency-policy=ppl`, which logs every write; md keeps it instead of a bitmap). The
+# RAM-disk jobs are unchanged.
 #
 # The fabric's own floor, each round: perftest's ib_read_bw and ib_write_bw, 128 KiB messages,
 # 16 in flight, one thread, client and server in this guest (the path a target's RDMA READ of
@@ -156,7 +156,8 @@ raidline_phase() {
 kernel_phase() {
   local dev rdev sub cfg=/sys/kernel/config/nvmet
   local port=$cfg/ports/4420
-  "$LAB_DIR/ref-target.sh" start --addr "$LAB_IP" --nqn "$knqn"
+  "$LAB_DIR/ref-target.sh" start --addr "$LAB_IP" --nqn "$knqn" \
+    --consistency "$([ -n "${BENCH_DEGRADED:-}" ] && echo ppl || echo bitmap)"
   if [ -n "${BENCH_DEGRADED:-}" ]; then
     mdadm /dev/md/ref --fail "$(lab_nvme_drives | tail -n 1)" > /dev/null 2>&1 ||
       lab_fail "mdadm --fail"

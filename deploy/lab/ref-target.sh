@@ -3,12 +3,14 @@
 # the kernel's own NVMe-oF target (nvmet + nvmet-rdma, configured through configfs) on the guest's
 # soft-RoCE device. Every lab measurement of raidline runs the same fio jobs against this target.
 #
-#   ref-target.sh start [--addr IP] [--port PORT] [--nqn NQN] [--chunk KiB]
+#   ref-target.sh start [--addr IP] [--port PORT] [--nqn NQN] [--chunk KiB] [--consistency bitmap|ppl]
 #       create /dev/md/ref (RAID-5, --assume-clean) over all $LAB_DRIVES drives (at least 3),
-#       export it as namespace 1 of NQN on an RDMA port at IP:PORT (default $LAB_IP:4420)
+#       export it as namespace 1 of NQN on an RDMA port at IP:PORT (default $LAB_IP:4420);
+#       with an internal write-intent bitmap (the default) or, with `ppl`, md's partial
+#       parity log instead (md keeps one or the other, not both)
 #   ref-target.sh stop [--nqn NQN]
 #       remove the port, subsystem and array again
-usage="usage: ref-target.sh start [--addr IP] [--port PORT] [--nqn NQN] [--chunk KiB] | stop [--nqn NQN]"
+usage="usage: ref-target.sh start [--addr IP] [--port PORT] [--nqn NQN] [--chunk KiB] [--consistency bitmap|ppl] | stop [--nqn NQN]"
 set -euo pipefail
 
 lab=$(cd "$(dirname "$0")" && pwd)
@@ -18,12 +20,13 @@ die() { echo "ref-target: error: $*" >&2; exit 2; }
 
 [ $# -ge 1 ] || die "$usage"
 action=$1; shift
-addr=${LAB_IP:-} port=4420 nqn=nqn.2026-11.io.raidline:ref-md5 chunk=64
+addr=${LAB_IP:-} port=4420 nqn=nqn.2026-11.io.raidline:ref-md5 chunk=64 consistency=bitmap
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || die "$1 needs a value
 $usage"
   case "$1" in
     --addr) addr=$2 ;; --port) port=$2 ;; --nqn) nqn=$2 ;; --chunk) chunk=$2 ;;
+    --consistency) consistency=$2 ;;
     *) die "unknown option $1
 $usage" ;;
   esac
@@ -49,11 +52,18 @@ case "$action" in
     # --bitmap=internal: raidline always keeps a write-intent bitmap (an unclean stop resyncs
     # only dirty regions), so the reference keeps one too (mdadm's default for arrays of
     # 100 GB and more); without it md would skip the bitmap writes raidline does.
+    # --consistency ppl: md's partial parity log (every write logged on its stripe's parity
+    # drive) instead, the reference for raidline's degraded writes, which it logs.
+    case "$consistency" in
+      bitmap) keep=(--bitmap=internal) ;;
+      ppl) keep=(--consistency-policy=ppl) ;;
+      *) die "--consistency is bitmap or ppl, not $consistency" ;;
+    esac
     mkdir -p /dev/md
     mdadm --create "$md" --run --quiet --level=5 --raid-devices="${#drives[@]}" --chunk="$chunk" \
-      --assume-clean --metadata=1.2 --bitmap=internal "${drives[@]}" ||
+      --assume-clean --metadata=1.2 "${keep[@]}" "${drives[@]}" ||
       die "mdadm --create over ${drives[*]} failed"
-    lab_log "$md: RAID-5 over ${drives[*]}, chunk ${chunk} KiB, $(($(blockdev --getsize64 "$md") / 1048576)) MiB, bitmap $(cat "/sys/block/$(basename "$(readlink -f "$md")")/md/bitmap/location" 2>/dev/null || echo '?')"
+    lab_log "$md: RAID-5 over ${drives[*]}, chunk ${chunk} KiB, $(($(blockdev --getsize64 "$md") / 1048576)) MiB, bitmap $(cat "/sys/block/$(basename "$(readlink -f "$md")")/md/bitmap/location" 2>/dev/null || echo '?'), consistency policy $(cat "/sys/block/$(basename "$(readlink -f "$md")")/md/consistency_policy" 2>/dev/null || echo '?')"
 
     mkdir "$sub" || die "cannot create subsystem $nqn (already started?)"
     echo 1 > "$sub/attr_allow_any_host"

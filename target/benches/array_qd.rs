@@ -15,9 +15,14 @@
 //! four I/O queues at QD16 each (one host thread per queue): what `cores = N` buys on this
 //! machine.
 //!
+//! With `--degraded`, every variant serves a new array whose fourth member is failed before
+//! the host connects: reads rebuild its chunks, writes reconstruct or skip them and are
+//! recorded in the partial-parity log (`write_hole = "degraded"`, the default).
+//!
 //! Usage: `cargo bench -p raidline-target --bench array_qd --no-default-features -- [--secs S]
-//! [--runs N] [--dir PATH] [--scale]` (PATH: where the member files go, default /var/tmp; it must be a
-//! filesystem with O_DIRECT, not tmpfs). Every I/O is checked: an error fails the bench.
+//! [--runs N] [--dir PATH] [--scale] [--degraded]` (PATH: where the member files go, default
+//! /var/tmp; it must be a filesystem with O_DIRECT, not tmpfs). Every I/O is checked: an error
+//! fails the bench.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -106,6 +111,7 @@ struct Opts {
     runs: usize,
     dir: PathBuf,
     scale: bool,
+    degraded: bool,
 }
 
 fn parse_args() -> BenchResult<Opts> {
@@ -114,6 +120,7 @@ fn parse_args() -> BenchResult<Opts> {
         runs: 3,
         dir: PathBuf::from("/var/tmp"),
         scale: false,
+        degraded: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -123,6 +130,7 @@ fn parse_args() -> BenchResult<Opts> {
             "--runs" => o.runs = val()?.parse()?,
             "--dir" => o.dir = PathBuf::from(val()?),
             "--scale" => o.scale = true,
+            "--degraded" => o.degraded = true,
             // cargo bench passes --bench; nothing else is expected.
             "--bench" => {}
             other => return Err(format!("unknown argument {other}").into()),
@@ -241,10 +249,15 @@ fn main() -> BenchResult<()> {
         .dir
         .join(format!("raidline-array-qd-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    for i in 0..4 {
-        let f = std::fs::File::create(dir.join(format!("m{i}.img")))?;
-        f.set_len(MEMBER_BYTES)?;
-    }
+    // Zeroed member files (no array on them yet).
+    let blank = || -> BenchResult<()> {
+        for i in 0..4 {
+            let f = std::fs::File::create(dir.join(format!("m{i}.img")))?;
+            f.set_len(MEMBER_BYTES)?;
+        }
+        Ok(())
+    };
+    blank()?;
     let net = MemNetwork::new();
     // results[variant][read?] = runs of (IOPS, p99)
     let variants: &[Variant] = if o.scale { &SCALE } else { &VARIANTS };
@@ -253,7 +266,15 @@ fn main() -> BenchResult<()> {
     for run in 0..o.runs {
         for (wi, &v) in variants.iter().enumerate() {
             port += 1;
+            if o.degraded {
+                // A new array each time: the last one's superblocks record the failure.
+                blank()?;
+            }
             let spec = build_spec(&config(&dir, v, port)?)?;
+            if o.degraded {
+                let array = &spec.arrays.first().ok_or("no array")?.1;
+                array.set_faulty(raidline_raid::MemberIdx(3))?;
+            }
             let target = Target::start(net.device(&format!("t{port}")), spec)?;
             for read in [true, false] {
                 let r = run_row(&net, &target, read, o.secs, v.queues)?;
@@ -274,7 +295,8 @@ fn main() -> BenchResult<()> {
         }
     }
     println!(
-        "\n4 KiB random I/O, QD{QUEUE_DEPTH} per queue, RAID-5 of 4 O_DIRECT files (64 KiB chunk) under {}; median of {} runs",
+        "\n4 KiB random I/O, QD{QUEUE_DEPTH} per queue, RAID-5 of 4 O_DIRECT files (64 KiB chunk{}) under {}; median of {} runs",
+        if o.degraded { ", the fourth failed" } else { "" },
         o.dir.display(),
         o.runs
     );

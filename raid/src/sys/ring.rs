@@ -9,6 +9,15 @@
 //! when every operation of it completed. The ring's eventfd becomes readable at every
 //! completion, so an idle poller sleeps on it beside its RDMA completion channel.
 //!
+//! **Flushes are shared** (group commit, as the RAID engine's flush gates do for blocking
+//! callers): a flush operation completes once a flush of its member that was handed to the
+//! kernel after the operation was submitted has completed, which makes every write that
+//! completed before the submission durable. So the ring keeps at most one flush per member
+//! in the kernel: a flush operation joins the member's flush that has not reached the
+//! kernel yet, or waits for the running one and goes with the next, one for all who wait.
+//! Many tasks that each need a member flushed (the partial-parity log's entries, bitmap
+//! blocks) cost one flush per round trip, not one each.
+//!
 //! Invariants the `unsafe` code relies on:
 //! - **buffer lifetime**: the ring owns each request (and so its [`IoBuf`]) from
 //!   [`OwnedRing::submit`] until the completion of its last operation has been reaped; only
@@ -23,7 +32,7 @@
 
 #![allow(unsafe_code)]
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
@@ -194,6 +203,21 @@ struct Flight {
 /// Bits of `user_data` for the operation index (the rest is the flight's slot).
 const SEG_BITS: u32 = 16;
 const MAX_SEGS: usize = 1 << SEG_BITS;
+/// `user_data` of a member's shared flush: this bit, and the descriptor.
+const FLUSH_TAG: u64 = 1 << 63;
+
+/// One member's shared flush (by descriptor).
+#[derive(Debug, Default)]
+struct SharedFlush {
+    /// A flush is in the backlog or the kernel.
+    busy: bool,
+    /// It has been handed to the kernel: new operations wait for the next one.
+    started: bool,
+    /// Operations (slot, index) the flush in progress completes.
+    current: Vec<(usize, usize)>,
+    /// Operations for the next flush.
+    next: Vec<(usize, usize)>,
+}
 
 /// One poller's io_uring (see the module documentation).
 ///
@@ -216,6 +240,10 @@ pub struct OwnedRing {
     plain_ops: u64,
     /// Reaped completions (kept to spare an allocation per pass).
     cqes: Vec<(u64, i32)>,
+    /// Shared flushes per member descriptor.
+    flushes: HashMap<RawFd, SharedFlush>,
+    /// Flush operations requested, and flushes issued to the kernel.
+    flush_ops: (u64, u64),
 }
 
 impl std::fmt::Debug for OwnedRing {
@@ -261,6 +289,8 @@ impl OwnedRing {
             fixed_ops: 0,
             plain_ops: 0,
             cqes: Vec::with_capacity(64),
+            flushes: HashMap::new(),
+            flush_ops: (0, 0),
         })
     }
 
@@ -304,6 +334,12 @@ impl OwnedRing {
     /// (fixed, plain) read and write operations issued so far.
     pub fn op_counts(&self) -> (u64, u64) {
         (self.fixed_ops, self.plain_ops)
+    }
+
+    /// (flush operations requested, flushes issued to the kernel) so far: the difference is
+    /// what sharing saved.
+    pub fn flush_counts(&self) -> (u64, u64) {
+        self.flush_ops
     }
 
     /// Readable after completions arrived; [`OwnedRing::clear_event`] resets it.
@@ -384,11 +420,33 @@ impl OwnedRing {
             error: None,
         };
         for i in 0..n {
-            let e = self.entry(&mut flight, slot, i);
-            self.backlog.push_back(e);
+            if flight.req.segs[i].kind == RingOpKind::Flush {
+                self.join_flush(flight.segs[i].fd, slot, i);
+            } else {
+                let e = self.entry(&mut flight, slot, i);
+                self.backlog.push_back(e);
+            }
         }
         self.flights[slot] = Some(flight);
         Ok(())
+    }
+
+    /// Flush operation `i` of the flight in `slot` goes with its member's next flush that
+    /// has not reached the kernel (see the module documentation).
+    fn join_flush(&mut self, fd: RawFd, slot: usize, i: usize) {
+        self.flush_ops.0 += 1;
+        let f = self.flushes.entry(fd).or_default();
+        if !f.busy {
+            f.busy = true;
+            f.started = false;
+            f.current.push((slot, i));
+            self.flush_ops.1 += 1;
+            self.backlog.push_back(flush_entry(fd));
+        } else if !f.started {
+            f.current.push((slot, i));
+        } else {
+            f.next.push((slot, i));
+        }
     }
 
     /// The SQE for what remains of operation `i` of `flight` (in slot `slot`).
@@ -451,13 +509,22 @@ impl OwnedRing {
                 break;
             }
             // SAFETY: every entry's buffer and descriptor are owned by its flight, which
-            // stays in `flights` until the entry's completion is reaped (module invariants).
+            // stays in `flights` until the entry's completion is reaped (module invariants);
+            // a shared flush's descriptor, by the flights of the operations it completes.
             let pushed = unsafe { self.ring.submission().push(e).is_ok() };
             if !pushed {
                 break;
             }
+            let user = e.get_user_data();
             self.backlog.pop_front();
             self.queued += 1;
+            if user & FLUSH_TAG != 0 {
+                // Submitted before any new operation can join: the ones that join from now
+                // on wait for the next flush.
+                if let Some(f) = self.flushes.get_mut(&((user & !FLUSH_TAG) as RawFd)) {
+                    f.started = true;
+                }
+            }
         }
     }
 
@@ -497,64 +564,121 @@ impl OwnedRing {
         let n = cqes.len();
         self.submitted -= n.min(self.submitted);
         for &(user, res) in &cqes {
+            if user & FLUSH_TAG != 0 {
+                self.flush_done((user & !FLUSH_TAG) as RawFd, res, out, finished);
+                continue;
+            }
             let slot = (user >> SEG_BITS) as usize;
             let i = (user as usize) & (MAX_SEGS - 1);
-            let Some(mut flight) = self.flights.get_mut(slot).and_then(Option::take) else {
-                continue;
-            };
-            let mut retry = false;
-            if res < 0 && is_retry(-res) {
-                retry = true;
-            } else if res < 0 {
-                let seg = &flight.req.segs[i];
-                let e = MemberError::Io {
-                    member: seg.member.name().to_string(),
-                    offset: seg.offset,
-                    source: std::io::Error::from_raw_os_error(-res),
-                };
-                flight.error.get_or_insert((i, e));
-                flight.left -= 1;
-            } else {
-                let want = flight.req.segs[i].range.len();
-                let st = &mut flight.segs[i];
-                st.done += res as usize;
-                if flight.req.segs[i].kind == RingOpKind::Flush || st.done >= want {
-                    flight.left -= 1;
-                } else if res == 0 {
-                    let seg = &flight.req.segs[i];
-                    let e = MemberError::Io {
-                        member: seg.member.name().to_string(),
-                        offset: seg.offset + st.done as u64,
-                        source: std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
-                    };
-                    flight.error.get_or_insert((i, e));
-                    flight.left -= 1;
-                } else {
-                    retry = true;
-                }
-            }
-            if retry {
-                let e = self.entry(&mut flight, slot, i);
-                self.backlog.push_back(e);
-            }
-            if flight.left == 0 {
-                *finished += 1;
-                self.free.push(slot);
-                out.push(RingCompletion {
-                    tag: flight.req.tag,
-                    buf: flight.req.buf,
-                    more: flight.req.more,
-                    scratch: flight.req.scratch,
-                    segs: flight.req.segs,
-                    result: flight.error.map_or(Ok(()), Err),
-                });
-            } else {
-                self.flights[slot] = Some(flight);
-            }
+            self.seg_done(slot, i, res, out, finished);
         }
         self.cqes = cqes;
         n
     }
+
+    /// A member's shared flush completed with `res`: so does every operation it carried;
+    /// the next one goes out for those that wait.
+    fn flush_done(
+        &mut self,
+        fd: RawFd,
+        res: i32,
+        out: &mut Vec<RingCompletion>,
+        finished: &mut usize,
+    ) {
+        let Some(f) = self.flushes.get_mut(&fd) else {
+            return;
+        };
+        if res < 0 && is_retry(-res) {
+            f.started = false;
+            self.backlog.push_back(flush_entry(fd));
+            return;
+        }
+        let done = std::mem::take(&mut f.current);
+        if f.next.is_empty() {
+            f.busy = false;
+        } else {
+            f.current = std::mem::take(&mut f.next);
+            f.started = false;
+            self.flush_ops.1 += 1;
+            self.backlog.push_back(flush_entry(fd));
+        }
+        for (slot, i) in done {
+            self.seg_done(slot, i, res, out, finished);
+        }
+    }
+
+    /// Operation `i` of the flight in `slot` completed with `res`: retried (short or
+    /// interrupted), failed, or done; a flight whose last operation is done goes to `out`.
+    fn seg_done(
+        &mut self,
+        slot: usize,
+        i: usize,
+        res: i32,
+        out: &mut Vec<RingCompletion>,
+        finished: &mut usize,
+    ) {
+        let Some(mut flight) = self.flights.get_mut(slot).and_then(Option::take) else {
+            return;
+        };
+        // (A shared flush retries itself: `flush_done`.)
+        let mut retry = false;
+        if res < 0 && is_retry(-res) {
+            retry = true;
+        } else if res < 0 {
+            let seg = &flight.req.segs[i];
+            let e = MemberError::Io {
+                member: seg.member.name().to_string(),
+                offset: seg.offset,
+                source: std::io::Error::from_raw_os_error(-res),
+            };
+            flight.error.get_or_insert((i, e));
+            flight.left -= 1;
+        } else {
+            let want = flight.req.segs[i].range.len();
+            let st = &mut flight.segs[i];
+            st.done += res as usize;
+            if flight.req.segs[i].kind == RingOpKind::Flush || st.done >= want {
+                flight.left -= 1;
+            } else if res == 0 {
+                let seg = &flight.req.segs[i];
+                let e = MemberError::Io {
+                    member: seg.member.name().to_string(),
+                    offset: seg.offset + st.done as u64,
+                    source: std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
+                };
+                flight.error.get_or_insert((i, e));
+                flight.left -= 1;
+            } else {
+                retry = true;
+            }
+        }
+        if retry {
+            let e = self.entry(&mut flight, slot, i);
+            self.backlog.push_back(e);
+        }
+        if flight.left == 0 {
+            *finished += 1;
+            self.free.push(slot);
+            out.push(RingCompletion {
+                tag: flight.req.tag,
+                buf: flight.req.buf,
+                more: flight.req.more,
+                scratch: flight.req.scratch,
+                segs: flight.req.segs,
+                result: flight.error.map_or(Ok(()), Err),
+            });
+        } else {
+            self.flights[slot] = Some(flight);
+        }
+    }
+}
+
+/// The SQE of a member's shared flush (descriptor `fd`).
+fn flush_entry(fd: RawFd) -> squeue::Entry {
+    opcode::Fsync::new(types::Fd(fd))
+        .flags(types::FsyncFlags::DATASYNC)
+        .build()
+        .user_data(FLUSH_TAG | fd as u64)
 }
 
 impl Drop for OwnedRing {
@@ -630,6 +754,43 @@ mod tests {
             std::thread::yield_now();
         }
         out
+    }
+
+    #[test]
+    fn flushes_of_one_member_are_shared_by_the_requests_that_wait_for_them() {
+        let Some((_s, m, mut r)) = rig("flush") else {
+            return;
+        };
+        let flush = |tag| RingRequest {
+            tag,
+            buf: None,
+            more: Vec::new(),
+            scratch: Vec::new(),
+            segs: vec![RingSeg {
+                member: m.clone(),
+                kind: RingOpKind::Flush,
+                offset: 0,
+                buf: RingBuf::Main,
+                range: 0..0,
+            }],
+        };
+        for t in 0..3 {
+            r.submit(flush(t)).unwrap();
+        }
+        let done = run_all(&mut r, 3);
+        assert!(done.iter().all(|c| c.result.is_ok()));
+        assert_eq!(r.flush_counts(), (3, 1), "three requests, one flush");
+        // One handed to the kernel: the requests that come meanwhile share the next one
+        // (or, when it already completed, one of their own).
+        r.submit(flush(3)).unwrap();
+        let mut out = Vec::new();
+        r.pump(&mut out).unwrap();
+        r.submit(flush(4)).unwrap();
+        r.submit(flush(5)).unwrap();
+        let rest = run_all(&mut r, 3 - out.len());
+        assert!(out.iter().chain(&rest).all(|c| c.result.is_ok()));
+        assert_eq!(r.flush_counts(), (6, 3));
+        assert_eq!(r.in_flight(), 0);
     }
 
     #[test]
