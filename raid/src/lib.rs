@@ -68,8 +68,8 @@ pub mod sys;
 
 pub use array::{
     Array, ArrayConfig, ArrayStats, AssembleOptions, Assembled, DirectRead, EngineBuf, Exposure,
-    ReadNext, ReadStart, ReadTask, ReplaceStatus, SyncKind, SyncProgress, Throttle,
-    WriteHolePolicy, WriteNext, WriteStart, WriteTask, ROUND_STRIPES,
+    GoneMember, GoneReason, ReadNext, ReadStart, ReadTask, ReplaceStatus, SyncKind, SyncProgress,
+    Throttle, WriteHolePolicy, WriteNext, WriteStart, WriteTask, ROUND_STRIPES,
 };
 pub use error::{
     ErrorClass, GeometryError, MemberError, ParityError, RaidError, RefuseReason, Refused,

@@ -644,6 +644,10 @@ fn call(socket: &Path, req: &Request, err: &mut dyn Write) -> Result<mgmt::Respo
 fn check_config(path: &Path, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     match Config::load(path) {
         Ok(c) => {
+            if let Err(e) = crate::service::check_devices(&c) {
+                let _ = writeln!(err, "raidline: {}: {e}", path.display());
+                return EXIT_FAILED;
+            }
             let _ = writeln!(out, "{} is valid", path.display());
             let _ = out.write_all(config_summary(&c).as_bytes());
             EXIT_OK

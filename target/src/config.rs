@@ -208,6 +208,8 @@ struct RawArray {
     assume_clean: bool,
     #[serde(default)]
     write_hole: Option<Spanned<String>>,
+    #[serde(default)]
+    overwrite: Option<Spanned<Vec<PathBuf>>>,
 }
 
 fn default_chunk() -> Spanned<u32> {
@@ -314,6 +316,10 @@ pub struct ArrayConfig {
     /// together with a member lost at the restart loses nothing). Applied at every start; the
     /// array keeps it in its superblocks.
     pub write_hole: WriteHolePolicy,
+    /// Members and spares whose present content (a filesystem, partition table, other RAID
+    /// or volume metadata: [`crate::foreign`]) the operator allows a new array to overwrite.
+    /// Without it, creating the array over such a device is refused.
+    pub overwrite: Vec<PathBuf>,
 }
 
 /// One subsystem.
@@ -488,6 +494,37 @@ impl Config {
                     }
                 },
             };
+            // The same path twice (aliases are found by device number at start and by
+            // `check-config`: `service::check_devices`).
+            let all: Vec<&PathBuf> = a.members.get_ref().iter().chain(&a.spares).collect();
+            if let Some(dup) = all
+                .iter()
+                .enumerate()
+                .find_map(|(i, p)| all[..i].contains(p).then_some(p))
+            {
+                return cx.err(
+                    a.members.span(),
+                    format!(
+                        "array {name}: {} is listed twice (members and spares are distinct devices)",
+                        dup.display()
+                    ),
+                );
+            }
+            let overwrite = match &a.overwrite {
+                None => Vec::new(),
+                Some(o) => {
+                    if let Some(x) = o.get_ref().iter().find(|p| !all.contains(p)) {
+                        return cx.err(
+                            o.span(),
+                            format!(
+                                "array {name}: overwrite names {}, which is not one of its members or spares",
+                                x.display()
+                            ),
+                        );
+                    }
+                    o.get_ref().clone()
+                }
+            };
             arrays.push(ArrayConfig {
                 name,
                 members: a.members.get_ref().clone(),
@@ -497,6 +534,7 @@ impl Config {
                 rebuild_mb_s: rebuild,
                 assume_clean: a.assume_clean,
                 write_hole,
+                overwrite,
             });
         }
 

@@ -11,6 +11,7 @@ pub mod config;
 pub mod controller;
 pub mod daemon;
 pub mod discovery;
+pub mod foreign;
 pub mod http;
 pub mod identity;
 pub mod io;

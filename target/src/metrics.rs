@@ -168,6 +168,8 @@ pub struct ArrayGauges {
     pub write_hole_always: bool,
     /// Stripes written since start-up, by how (absent while it does not run).
     pub stripe_writes: Option<crate::mgmt::StripeWrites>,
+    /// Roles with no member: (role, the device that held it or "(missing)", reason class).
+    pub lost: Vec<(u32, String, String)>,
 }
 
 /// Gauges of one queue pair at scrape time.
@@ -217,6 +219,14 @@ impl Snapshot {
                 write_hole_exposed: a.exposure.is_some(),
                 write_hole_always: a.write_hole_policy == "always",
                 stripe_writes: a.stripe_writes,
+                lost: a
+                    .members
+                    .iter()
+                    .filter_map(|m| {
+                        let class = m.reason_class.clone()?;
+                        Some((m.role, m.path.clone(), class))
+                    })
+                    .collect(),
             })
             .collect();
         let queues = r
@@ -463,6 +473,32 @@ fn render_arrays(w: &mut Exposition, arrays: &[ArrayGauges]) {
         arrays,
         array_label,
         |a| Value::Int(u64::from(a.degraded_members)),
+    );
+    // One sample per lost role, so an alert names the drive to pull and why.
+    let lost: Vec<(String, u32, String, String)> = arrays
+        .iter()
+        .flat_map(|a| {
+            a.lost
+                .iter()
+                .map(|(r, d, c)| (a.name.clone(), *r, d.clone(), c.clone()))
+        })
+        .collect();
+    w.per(
+        (
+            "raidline_array_member_lost",
+            "gauge",
+            "1 for each role with no member: the device that held it (or \"(missing)\") and why (io_error, administrator, failed_before_stop, missing_at_assembly).",
+        ),
+        &lost,
+        |(a, r, d, c)| {
+            vec![
+                ("array", a.clone()),
+                ("role", r.to_string()),
+                ("device", d.clone()),
+                ("reason", c.clone()),
+            ]
+        },
+        |_| Value::Int(1),
     );
     for (name, help, pick) in [
         (
@@ -756,6 +792,8 @@ mod tests {
             role,
             path: format!("/dev/nvme{role}n1"),
             state: state.into(),
+            reason: None,
+            reason_class: None,
         };
         let array = |name: &str, state: &str, members, rebuild| ArrayStatus {
             name: name.into(),
@@ -843,9 +881,25 @@ mod tests {
                     rmw: 5,
                     rcw: 3
                 }),
+                lost: vec![],
             }
         );
         assert_eq!(snap.arrays[1].degraded_members, 2);
+        // A lost member is exported with its device and why.
+        let mut st = status();
+        st.arrays[1].members[0].reason_class = Some("io_error".into());
+        let snap2 = Snapshot::from_status(&st);
+        assert_eq!(
+            snap2.arrays[1].lost,
+            vec![(0, "/dev/nvme0n1".to_string(), "io_error".to_string())]
+        );
+        let text = render_all(&[], &DataPathMetrics::default(), &snap2);
+        assert!(
+            text.contains(
+                "raidline_array_member_lost{array=\"odd\\\"one\\\\\",role=\"0\",device=\"/dev/nvme0n1\",reason=\"io_error\"} 1"
+            ),
+            "{text}"
+        );
         assert_eq!(snap.queues.len(), 2);
         assert_eq!((snap.queues[1].cntlid, snap.queues[1].qid), (3, 1));
         assert_eq!(snap.queues[1].rtt_seconds, 25e-6);

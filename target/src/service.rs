@@ -107,6 +107,103 @@ fn probe(m: &dyn Member) -> Probe {
     }
 }
 
+/// What makes two configured paths the same device: a block device's number (any node or
+/// `/dev/disk/by-*` link to it), or a file's filesystem and inode (symlinks and hard links).
+/// `None` for a path that does not exist (a missing member is assembly's business).
+fn device_identity(path: &Path) -> Option<(bool, u64, u64)> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let md = std::fs::metadata(path).ok()?;
+    Some(if md.file_type().is_block_device() {
+        (true, md.rdev(), 0)
+    } else {
+        (false, md.dev(), md.ino())
+    })
+}
+
+/// Refuses a device configured twice, by device number and inode, not by path: as two
+/// members or spares of one array or of two, or as an array member and a file namespace.
+/// Paths that do not exist are skipped. `raidline check-config` and the daemon's start run
+/// it.
+pub fn check_devices(config: &Config) -> Result<(), ServiceError> {
+    let mut seen: Vec<((bool, u64, u64), String)> = Vec::new();
+    let arrays = config.arrays.iter().flat_map(|a| {
+        a.members
+            .iter()
+            .chain(&a.spares)
+            .map(move |p| (p, format!("a device of array {}", a.name)))
+    });
+    let files = config.subsystems.iter().flat_map(|s| {
+        s.namespaces.iter().filter_map(move |n| match &n.backing {
+            Backing::File { path, .. } => {
+                Some((path, format!("namespace {} of {}", n.nsid, s.nqn)))
+            }
+            Backing::Array(_) => None,
+        })
+    });
+    for (path, role) in arrays.chain(files) {
+        let Some(id) = device_identity(path) else {
+            continue;
+        };
+        if let Some((_, other)) = seen.iter().find(|(i, _)| *i == id) {
+            return Err(ServiceError::Config(format!(
+                "{} ({role}) is the same device as {other}: each device may be used once",
+                path.display()
+            )));
+        }
+        seen.push((id, format!("{} ({role})", path.display())));
+    }
+    Ok(())
+}
+
+/// Before a new array is created over `devices` (configured path, opened member): refuses
+/// when any of them holds foreign data ([`crate::foreign`]) that the array's `overwrite` does
+/// not name, naming each device and what it holds. Nothing has been written to any of them.
+fn refuse_foreign<'m>(
+    a: &ArrayConfig,
+    devices: impl Iterator<Item = (&'m PathBuf, &'m Arc<dyn Member>)>,
+) -> Result<(), raidline_raid::RaidError> {
+    let mut refused = Vec::new();
+    for (path, m) in devices {
+        let found = match crate::foreign::scan(&**m) {
+            Ok(f) => f,
+            Err(e) => {
+                refused.push(format!(
+                    "{}: cannot be read to look for existing data ({e})",
+                    path.display()
+                ));
+                continue;
+            }
+        };
+        if found.is_empty() {
+            continue;
+        }
+        let what: Vec<String> = found.iter().map(ToString::to_string).collect();
+        if a.overwrite.contains(path) {
+            tracing::warn!(
+                "array {}: {} holds {}; overwriting it, as `overwrite` says",
+                a.name,
+                path.display(),
+                what.join(", ")
+            );
+        } else {
+            refused.push(format!("{} holds {}", path.display(), what.join(", ")));
+        }
+    }
+    if refused.is_empty() {
+        return Ok(());
+    }
+    Err(raidline_raid::RaidError::Assemble {
+        reason: format!(
+            "not creating a new array over data that is not Raidline's: {}; nothing was written. \
+             If these devices are meant for array {}, add them to its `overwrite = [...]` in the \
+             configuration and restart",
+            refused.join("; "),
+            a.name
+        ),
+        refused: Vec::new(),
+    })
+}
+
 /// Assembles (or, on blank members, creates) one configured array. `remembered` are further
 /// candidates (the daemon's record of the array's current members, [`crate::remember`]): they
 /// are offered to assembly beside the configured members and spares, skipped with a warning
@@ -216,6 +313,9 @@ pub fn bring_up_array_with(
                 refused: Vec::new(),
             }));
         }
+        // Every configured device opened (`absent` is empty): configured and opened in order.
+        let paths = a.members.iter().chain(&a.spares);
+        refuse_foreign(a, paths.zip(members.iter().chain(&spares))).map_err(err)?;
         tracing::warn!(
             "array {}: no member carries a superblock; creating a NEW array over {} members (chunk {} KiB)",
             a.name,
@@ -398,6 +498,7 @@ pub fn stored_array(a: &ArrayConfig, remembered: &[PathBuf]) -> Option<StoredArr
 /// Every other error (a member that cannot be opened, an unreadable superblock area, a
 /// namespace naming an unknown array) still fails.
 pub fn build_spec(config: &Config) -> Result<TargetSpec, ServiceError> {
+    check_devices(config)?;
     let mut spec = TargetSpec::new(config.limits);
     spec.listen = config.listen.clone();
     spec.pollers = config.cores.max(1) as usize;
@@ -604,6 +705,27 @@ impl Management for Api {
                 let stripe = geo.stripe_data_blocks() * geo.block_bytes() as u64;
                 let states = arr.member_states();
                 let names = arr.member_names();
+                let gone = arr.gone_members();
+                // A role lost at assembly has no device this process opened: the configured
+                // or remembered path no member of the array holds, when there is one.
+                let unplaced: Vec<String> = a
+                    .config
+                    .as_ref()
+                    .map(|c| {
+                        let held: Vec<String> = names
+                            .iter()
+                            .flatten()
+                            .cloned()
+                            .chain(arr.spare_names())
+                            .collect();
+                        c.members
+                            .iter()
+                            .map(|p| p.display().to_string())
+                            .filter(|p| !held.contains(p))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let lost_at_start = gone.iter().flatten().filter(|g| g.device.is_none()).count();
                 let rebuild = arr.rebuild_progress().filter(|p| !p.finished);
                 let resync = *a.resync.lock().unwrap_or_else(|e| e.into_inner());
                 let replacing = arr.replace_status();
@@ -630,10 +752,19 @@ impl Management for Api {
                     members: states
                         .iter()
                         .zip(names)
+                        .zip(&gone)
                         .enumerate()
-                        .map(|(role, (st, name))| MemberStatus {
+                        .map(|(role, ((st, name), gone))| MemberStatus {
                             role: role as u32,
-                            path: name.unwrap_or_else(|| "(missing)".into()),
+                            path: name
+                                .or_else(|| gone.as_ref().and_then(|g| g.device.clone()))
+                                .or_else(|| {
+                                    (lost_at_start == 1 && unplaced.len() == 1)
+                                        .then(|| unplaced[0].clone())
+                                })
+                                .unwrap_or_else(|| "(missing)".into()),
+                            reason: gone.as_ref().map(|g| g.reason.to_string()),
+                            reason_class: gone.as_ref().map(|g| g.reason.class().to_string()),
                             state: match (st, &replacing) {
                                 (SlotState::Active, Some(r)) if r.role.0 == role => {
                                     format!("active, being replaced by {}", r.new)
@@ -954,6 +1085,8 @@ fn refused_status(a: &ArrayEntry) -> ArrayStatus {
                     .map(|(role, (path, st))| MemberStatus {
                         role: role as u32,
                         path: path.clone().unwrap_or_else(|| "(missing)".into()),
+                        reason: None,
+                        reason_class: None,
                         state: match (path, st) {
                             (None, _) => "missing".into(),
                             (Some(_), SlotState::Active) => "active".into(),
@@ -978,6 +1111,20 @@ fn refused_status(a: &ArrayEntry) -> ArrayStatus {
         exposure: None,
         stripe_writes: None,
     }
+}
+
+/// Each listen address must be one of this host's (or the wildcard): binding a UDP socket to
+/// it (any port) is refused otherwise. Checked before anything is written to a device.
+pub fn check_listen(listen: &[std::net::SocketAddr]) -> Result<(), ServiceError> {
+    for a in listen {
+        if let Err(e) = std::net::UdpSocket::bind((a.ip(), 0)) {
+            return Err(ServiceError::Config(format!(
+                "listen address {a}: {} is not an address of this host ({e})",
+                a.ip()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Runs the daemon until SIGTERM/SIGINT: returns the process exit code.
@@ -1013,18 +1160,24 @@ pub fn run(config: Config, config_path: &Path) -> i32 {
         );
         return 1;
     }
+    // Nothing is written to any device (a new array's superblocks) before the daemon knows it
+    // can serve: the RDMA device first, then the listen addresses.
+    let fabric = match raidline_fabric::verbs::VerbsFabric::open(config.rdma_device.as_deref()) {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::error!("no RDMA device: {e} (is rdma_rxe loaded and an rxe link added? see deploy/rxe-setup)");
+            return 1;
+        }
+    };
+    if let Err(e) = check_listen(&config.listen) {
+        tracing::error!("{e}");
+        return 1;
+    }
     status("assembling arrays");
     let spec = match build_spec(&config) {
         Ok(s) => s,
         Err(e) => {
             tracing::error!("{e}");
-            return 1;
-        }
-    };
-    let fabric = match raidline_fabric::verbs::VerbsFabric::open(config.rdma_device.as_deref()) {
-        Ok(f) => f,
-        Err(e) => {
-            tracing::error!("no RDMA device: {e} (is rdma_rxe loaded and an rxe link added? see deploy/rxe-setup.sh)");
             return 1;
         }
     };

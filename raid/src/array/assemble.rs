@@ -116,6 +116,7 @@ impl Array {
                 member: Some(m),
                 uuid: Uuid::random()?,
                 state: SlotState::Active,
+                gone: None,
             });
         }
         let mut spare_list = Vec::with_capacity(spares.len());
@@ -346,6 +347,7 @@ impl Array {
                 member: None,
                 uuid: newest.role_uuids[r],
                 state: newest.role_states[r],
+                gone: None,
             })
             .collect();
         let mut spares = Vec::new();
@@ -462,6 +464,19 @@ impl Array {
                 slots[r].state = SlotState::Rebuilding;
                 rebuild = Some((r, rec.next));
                 ppl_epoch += 1;
+            }
+        }
+        // Roles no device holds now: why.
+        for (r, s) in slots.iter_mut().enumerate() {
+            if s.member.is_none() {
+                s.gone = Some(super::GoneMember {
+                    device: None,
+                    reason: if newest.role_states[r] == SlotState::Active {
+                        super::GoneReason::MissingAtAssembly
+                    } else {
+                        super::GoneReason::FailedBeforeStop
+                    },
+                });
             }
         }
         // The role that was already missing when the array stopped (PPL entries cover it).

@@ -221,6 +221,60 @@ pub(crate) struct Slot {
     pub member: Option<Arc<dyn Member>>,
     pub uuid: Uuid,
     pub state: SlotState,
+    /// The device that held the role until it failed, and why; `None` while a member
+    /// holds it.
+    pub gone: Option<GoneMember>,
+}
+
+/// Why a role has no member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GoneReason {
+    /// Its member failed an operation (the error, in words).
+    IoError(String),
+    /// The administrator set it faulty.
+    Administrator,
+    /// It was already failed or missing when the array last stopped.
+    FailedBeforeStop,
+    /// No device carrying it was found when the array was assembled.
+    MissingAtAssembly,
+}
+
+impl GoneReason {
+    /// A short name for labels: `io_error`, `administrator`, `failed_before_stop`,
+    /// `missing_at_assembly`.
+    pub fn class(&self) -> &'static str {
+        match self {
+            GoneReason::IoError(_) => "io_error",
+            GoneReason::Administrator => "administrator",
+            GoneReason::FailedBeforeStop => "failed_before_stop",
+            GoneReason::MissingAtAssembly => "missing_at_assembly",
+        }
+    }
+}
+
+impl std::fmt::Display for GoneReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GoneReason::IoError(e) => write!(f, "I/O error: {e}"),
+            GoneReason::Administrator => f.write_str("set faulty by the administrator"),
+            GoneReason::FailedBeforeStop => {
+                f.write_str("already failed or missing when the array last stopped")
+            }
+            GoneReason::MissingAtAssembly => f.write_str("not found when the array was assembled"),
+        }
+    }
+}
+
+/// The cause [`Array::set_faulty`] records.
+const ADMIN_CAUSE: &str = "set faulty by the administrator";
+
+/// A role's lost member: its device (when this process knew it) and why it is gone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GoneMember {
+    /// The device's name (path).
+    pub device: Option<String>,
+    /// Why.
+    pub reason: GoneReason,
 }
 
 /// Mutable array state, under [`Array::state`].
@@ -434,6 +488,15 @@ impl Array {
             .slots
             .iter()
             .map(|s| s.member.as_ref().map(|m| m.name().to_string()))
+            .collect()
+    }
+
+    /// Per role, the member it lost and why (`None` while a member holds the role).
+    pub fn gone_members(&self) -> Vec<Option<GoneMember>> {
+        self.read_state()
+            .slots
+            .iter()
+            .map(|s| s.gone.clone())
             .collect()
     }
 
@@ -836,7 +899,7 @@ impl Array {
                  stays in service",
             ));
         }
-        self.fail_locked(&mut st, role.0, "set faulty by the administrator")?;
+        self.fail_locked(&mut st, role.0, ADMIN_CAUSE)?;
         self.persist(&mut st)?;
         drop(st);
         self.maybe_cover()
@@ -936,7 +999,14 @@ impl Array {
             st.rebuild = None;
         }
         st.slots[role].state = SlotState::Failed;
-        st.slots[role].member = None;
+        let device = st.slots[role].member.take().map(|m| m.name().to_string());
+        st.slots[role].gone = Some(GoneMember {
+            device,
+            reason: match cause {
+                ADMIN_CAUSE => GoneReason::Administrator,
+                c => GoneReason::IoError(c.to_string()),
+            },
+        });
         self.next_epoch(st);
         match st.replace.take() {
             // The replaced member failed mid-copy: the new member holds every stripe below
@@ -944,6 +1014,7 @@ impl Array {
             // from there.
             Some(r) if r.role == role && st.rebuild.is_none() && r.member.flush().is_ok() => {
                 st.slots[role].member = Some(r.member);
+                st.slots[role].gone = None;
                 st.slots[role].uuid = r.uuid;
                 st.slots[role].state = SlotState::Rebuilding;
                 st.rebuild = Some((role, r.next));

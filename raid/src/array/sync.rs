@@ -262,6 +262,7 @@ impl Array {
             return;
         };
         st.slots[role].member = Some(m);
+        st.slots[role].gone = None;
         st.slots[role].uuid = uuid;
         st.slots[role].state = SlotState::Rebuilding;
         st.rebuild = Some((role, 0));

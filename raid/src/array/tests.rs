@@ -1868,3 +1868,74 @@ fn an_administrators_fail_that_finds_another_member_unable_to_flush_fails_that_o
     assert_eq!(states[1], SlotState::Active);
     assert_eq!(states[2], SlotState::Failed);
 }
+
+/// A role that lost its member keeps the device's name and why: an I/O error, the
+/// administrator, not found at assembly, or failed before the array last stopped.
+#[test]
+fn a_lost_member_keeps_its_device_name_and_why() {
+    let r = rig(4, 4096, 4096);
+    r.array
+        .write(&mut SyncExecutor, ArrayBlock(0), &pattern(1, 8 * 4096))
+        .unwrap();
+    assert_eq!(r.array.gone_members(), vec![None; 4]);
+    // Member 2 fails a write: failed with the error's text.
+    r.faults[2].inject(Fault::ErrorRange {
+        kind: crate::member::OpKind::Write,
+        start: 0,
+        end: u64::MAX,
+    });
+    let lba = (0..24)
+        .map(ArrayBlock)
+        .find(|&b| r.array.geometry().locate(b).unwrap().member.0 == 2)
+        .unwrap();
+    r.array
+        .write(&mut SyncExecutor, lba, &pattern(2, 4096))
+        .unwrap();
+    let gone = r.array.gone_members();
+    let g = gone[2].as_ref().expect("role 2 lost its member");
+    assert_eq!(g.device.as_deref(), Some("m2"));
+    assert!(
+        matches!(&g.reason, GoneReason::IoError(e) if e.contains("m2")),
+        "{g:?}"
+    );
+    assert_eq!(g.reason.class(), "io_error");
+    r.array.stop().unwrap();
+    // Assembled again without role 2's device: it was already failed at the stop.
+    let set: Vec<Arc<dyn Member>> = clones(&r)
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 2)
+        .map(|(_, m)| m)
+        .collect();
+    let asm = Array::assemble(set.clone(), None, Arc::new(CpuXor::detect())).unwrap();
+    let gone = asm.array.gone_members();
+    assert_eq!(
+        gone[2].as_ref().map(|g| (&g.device, &g.reason)),
+        Some((&None, &GoneReason::FailedBeforeStop))
+    );
+    asm.array.stop().unwrap();
+    drop(asm);
+
+    // A healthy array: the administrator fails role 0; at the next assembly role 1's
+    // device is not there.
+    let r = rig(4, 4096, 4096);
+    r.array.set_faulty(MemberIdx(0)).unwrap();
+    let g = r.array.gone_members()[0].clone().unwrap();
+    assert_eq!(
+        (g.device.as_deref(), g.reason),
+        (Some("m0"), GoneReason::Administrator)
+    );
+    let r = rig(4, 4096, 4096);
+    r.array.stop().unwrap();
+    let set: Vec<Arc<dyn Member>> = clones(&r)
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 1)
+        .map(|(_, m)| m)
+        .collect();
+    let asm = Array::assemble(set, None, Arc::new(CpuXor::detect())).unwrap();
+    assert_eq!(
+        asm.array.gone_members()[1].as_ref().map(|g| &g.reason),
+        Some(&GoneReason::MissingAtAssembly)
+    );
+}

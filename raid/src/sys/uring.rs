@@ -50,17 +50,40 @@ impl FileMember {
     /// Opens `path` read-write with `O_DIRECT`. `align` is the device's logical block size
     /// (512 or 4096): buffers, offsets and lengths must be multiples of it. Filesystems
     /// without `O_DIRECT` (tmpfs) fail here with `EINVAL`.
+    ///
+    /// A block device is opened with `O_EXCL`, as mdadm does: one owner at a time. A device
+    /// that is mounted, part of an md or device-mapper device, or opened exclusively by
+    /// another program (another raidline) is refused (`EBUSY`), naming the holders and mount
+    /// points Linux lists for it and its partitions.
     pub fn open(path: &Path, align: usize) -> Result<Self, MemberError> {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
         let name = path.display().to_string();
         let open_err = |source| MemberError::Open {
             member: name.clone(),
             source,
         };
+        let block = std::fs::metadata(path)
+            .ok()
+            .filter(|m| m.file_type().is_block_device())
+            .map(|m| m.rdev());
+        let excl = if block.is_some() { libc::O_EXCL } else { 0 };
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
-            .custom_flags(libc::O_DIRECT)
+            .custom_flags(libc::O_DIRECT | excl)
             .open(path)
+            .map_err(|e| match (e.raw_os_error(), block) {
+                (Some(libc::EBUSY), Some(rdev)) => {
+                    let why = match users_of(rdev) {
+                        u if u.is_empty() => "opened exclusively by another program \
+                                              (another raidline?)"
+                            .to_string(),
+                        u => u.join(", "),
+                    };
+                    std::io::Error::new(e.kind(), format!("the device is in use: {why}"))
+                }
+                _ => e,
+            })
             .map_err(open_err)?;
         // Works for regular files and block devices alike.
         let size = file.seek(SeekFrom::End(0)).map_err(open_err)?;
@@ -95,6 +118,48 @@ impl FileMember {
             source,
         }
     }
+}
+
+/// What Linux says holds block device `rdev` or one of its partitions: the md/dm devices
+/// stacked on it (`/sys/dev/block/M:m/holders`) and where they are mounted
+/// (`/proc/self/mountinfo`). Empty when it says nothing (an exclusive open by a program).
+fn users_of(rdev: u64) -> Vec<String> {
+    let dev = |major: u32, minor: u32| format!("{major}:{minor}");
+    let me = dev(libc::major(rdev), libc::minor(rdev));
+    let sys = std::path::PathBuf::from(format!("/sys/dev/block/{me}"));
+    // The device and its partitions: (sysfs directory, "major:minor").
+    let mut nodes = vec![(sys.clone(), me.clone())];
+    if let Ok(dir) = std::fs::read_dir(&sys) {
+        for e in dir.flatten() {
+            let p = e.path();
+            if p.join("partition").exists() {
+                if let Ok(d) = std::fs::read_to_string(p.join("dev")) {
+                    nodes.push((p, d.trim().to_string()));
+                }
+            }
+        }
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut users = Vec::new();
+    for (p, d) in &nodes {
+        if let Ok(h) = std::fs::read_dir(p.join("holders")) {
+            for e in h.flatten() {
+                users.push(format!("held by {}", e.file_name().to_string_lossy()));
+            }
+        }
+        // mountinfo: id parent major:minor root mount-point ...
+        for line in mounts.lines() {
+            let f: Vec<&str> = line.split(' ').collect();
+            if f.get(2) == Some(&d.as_str()) {
+                if let Some(at) = f.get(4) {
+                    users.push(format!("mounted at {at}"));
+                }
+            }
+        }
+    }
+    users.sort();
+    users.dedup();
+    users
 }
 
 impl Member for FileMember {

@@ -138,10 +138,19 @@ pub struct ByteRange {
 pub struct MemberStatus {
     /// Role (slot index in the layout).
     pub role: u32,
-    /// Device or file path; empty when the slot has no device.
+    /// Device or file path: the member's, or for a failed role the device that failed when
+    /// the daemon knows it; "(missing)" when it does not.
     pub path: String,
     /// "active", "failed", "rebuilding", "missing", …
     pub state: String,
+    /// Why a failed or missing role has no member (an I/O error with its text, the
+    /// administrator, not found at assembly…).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The same as a short class: `io_error`, `administrator`, `failed_before_stop`,
+    /// `missing_at_assembly` (the metrics' `reason` label).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason_class: Option<String>,
 }
 
 /// Progress of a rebuild or scrub.

@@ -87,10 +87,19 @@ fn array(out: &mut String, a: &ArrayStatus) {
             w.full, w.rmw, w.rcw
         );
     }
-    let mut rows = vec![row(["role", "state", "device"])];
+    let why = a.members.iter().any(|m| m.reason.is_some());
+    let mut rows = vec![if why {
+        row(["role", "state", "device", "why"])
+    } else {
+        row(["role", "state", "device"])
+    }];
     for m in &a.members {
         let path = if m.path.is_empty() { "-" } else { &m.path };
-        rows.push(vec![m.role.to_string(), m.state.clone(), path.to_owned()]);
+        let mut r = vec![m.role.to_string(), m.state.clone(), path.to_owned()];
+        if why {
+            r.push(m.reason.clone().unwrap_or_default());
+        }
+        rows.push(r);
     }
     table(out, "    ", &rows);
     let spares = if a.spares.is_empty() {

@@ -114,16 +114,22 @@ pub(crate) fn sample() -> StatusReport {
             members: vec![
                 MemberStatus {
                     role: 0,
+                    reason: None,
+                    reason_class: None,
                     path: "/dev/nvme0n1".into(),
                     state: "active".into(),
                 },
                 MemberStatus {
                     role: 1,
+                    reason: None,
+                    reason_class: None,
                     path: "/dev/nvme4n1".into(),
                     state: "rebuilding".into(),
                 },
                 MemberStatus {
                     role: 2,
+                    reason: None,
+                    reason_class: None,
                     path: "/dev/nvme2n1".into(),
                     state: "active".into(),
                 },
@@ -569,6 +575,8 @@ pub(crate) fn refused_and_exposed() -> StatusReport {
     );
     refused.members[1] = MemberStatus {
         role: 1,
+        reason: None,
+        reason_class: None,
         path: "(missing)".into(),
         state: "missing".into(),
     };
