@@ -24,7 +24,7 @@ if [ "$want_lab" = 1 ]; then
   # deploy/lab/README.md says what each is for.
   pkgs+=(qemu-system-x86 linux-image-amd64 rdma-core ibverbs-utils ibverbs-providers rdmacm-utils
          perftest nvme-cli fio mdadm busybox-static cpio xz-utils kmod e2fsprogs iproute2 jq
-         systemd udev)   # the lab's --systemd guests (checks/60-systemd.sh) boot the host's systemd
+         systemd udev dmsetup)   # dmsetup: checks/58-ownership.sh; the lab's --systemd guests (checks/60-systemd.sh) boot the host's systemd
 fi
 
 missing=()

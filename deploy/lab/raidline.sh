@@ -4,12 +4,15 @@
 #
 #   raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N] [--cc-rate MBPS]
 #                     [--io-path ring|workers] [--ram-dev DEV --ram-nqn NQN]
-#       write $LAB_RUN/raidline.toml (array over all $LAB_DRIVES drives, assume_clean at
+#                     [--members "DEV ..."] [--overwrite "DEV ..."] [--expect-refused]
+#       write $LAB_RUN/raidline.toml (array over all $LAB_DRIVES drives or --members, assume_clean at
 #       creation, allow any host; --cc-rate: every I/O queue pair paced by the `fixed`
 #       algorithm at MBPS megabits per second; --io-path: the daemon's io_path; --ram-dev: a
 #       second subsystem RAM-NQN serving DEV (a brd RAM disk) as a file namespace, for the
-#       target path alone), start `raidline run` in the background (log: $LAB_RUN/raidline.log,
-#       appended across restarts) and wait until it logs "ready"
+#       target path alone; --overwrite: the array's `overwrite`, devices whose foreign data a
+#       new array may overwrite), start `raidline run` in the background (log:
+#       $LAB_RUN/raidline.log, appended across restarts) and wait until it logs "ready"
+#       (with --expect-refused: ready with the array NOT STARTED)
 #   raidline.sh config [--out PATH] [--addr IP] [--nqn NQN] [--chunk KiB] [--cores N] [--cc-rate MBPS]
 #       only write that configuration to PATH (default $LAB_RUN/raidline.toml) and check it with
 #       `raidline check-config`: for a daemon started otherwise (checks/60-systemd.sh: systemd)
@@ -17,7 +20,7 @@
 #   raidline.sh kill      SIGKILL, no goodbye (crash test)
 #   raidline.sh status    `raidline status` over the management socket
 #   raidline.sh cli ARGS… `raidline ARGS… --socket <the lab's socket>` (e.g. `cli ns disable NQN 1`)
-usage="usage: raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N] [--cc-rate MBPS] [--io-path ring|workers] [--ram-dev DEV --ram-nqn NQN] | config [--out PATH] [same options] | stop | kill | status | cli ARGS..."
+usage="usage: raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N] [--cc-rate MBPS] [--io-path ring|workers] [--ram-dev DEV --ram-nqn NQN] [--members \"DEV ...\"] [--overwrite \"DEV ...\"] [--expect-refused] | config [--out PATH] [same options] | stop | kill | status | cli ARGS..."
 set -euo pipefail
 
 lab=$(cd "$(dirname "$0")" && pwd)
@@ -28,17 +31,19 @@ die() { echo "raidline.sh: error: $*" >&2; exit 2; }
 [ $# -ge 1 ] || die "$usage"
 action=$1; shift
 addr=${LAB_IP:-} nqn=nqn.2026-11.io.raidline:array0 chunk=64 cores=1 cc_rate="" out=$LAB_RUN/raidline.toml
-io_path=ring ram_dev="" ram_nqn=nqn.2026-11.io.raidline:ram
+io_path=ring ram_dev="" ram_nqn=nqn.2026-11.io.raidline:ram members="" overwrite="" refused=0
 bin=${RAIDLINE_BIN:-$lab/../../build/release/raidline}
 if [ "$action" = cli ]; then
   exec "$bin" "$@" --socket /run/raidline/raidline.sock
 fi
 while [ $# -gt 0 ]; do
+  if [ "$1" = --expect-refused ]; then refused=1; shift; continue; fi
   [ $# -ge 2 ] || die "$1 needs a value
 $usage"
   case "$1" in
     --addr) addr=$2 ;; --nqn) nqn=$2 ;; --chunk) chunk=$2 ;; --bin) bin=$2 ;; --cores) cores=$2 ;; --cc-rate) cc_rate=$2 ;; --out) out=$2 ;;
     --io-path) io_path=$2 ;; --ram-dev) ram_dev=$2 ;; --ram-nqn) ram_nqn=$2 ;;
+    --members) members=$2 ;; --overwrite) overwrite=$2 ;;
     *) die "unknown option $1
 $usage" ;;
   esac
@@ -51,12 +56,16 @@ sock=/run/raidline/raidline.sock
 
 # write_config PATH: the configuration (see the header) for $addr, $nqn, $chunk, $cores, $cc_rate.
 write_config() {
-  local path=$1 members drives
+  local path=$1 list drives
   [ -n "$addr" ] || die "no --addr and no \$LAB_IP"
-  mapfile -t drives < <(lab_nvme_drives)
+  if [ -n "$members" ]; then
+    read -r -a drives <<< "$members"
+  else
+    mapfile -t drives < <(lab_nvme_drives)
+  fi
   [ "${#drives[@]}" -ge 3 ] || die "RAID-5 needs at least 3 drives, have ${#drives[@]}"
   [ -n "${LAB_RXE:-}" ] || lab_rxe_up
-  members=$(printf '"%s", ' "${drives[@]}")
+  list=$(printf '"%s", ' "${drives[@]}")
   cat > "$path" <<CONF
 [target]
 listen = ["$addr:4420"]
@@ -70,7 +79,7 @@ rdma_device = "$LAB_RXE"
 
 [[array]]
 name = "array0"
-members = [${members%, }]
+members = [${list%, }]
 chunk_kib = $chunk
 parity = "cpu"
 rebuild_mb_s = 200
@@ -88,6 +97,13 @@ CONF
   if [ -n "$ram_dev" ]; then
     printf '\n[[subsystem]]\nnqn = "%s"\nmodel = "Raidline RAM"\nallow_any_host = true\n\n[[subsystem.namespace]]\nnsid = 1\nfile = "%s"\n' \
       "$ram_nqn" "$ram_dev" >> "$path"
+  fi
+  if [ -n "$overwrite" ]; then
+    local ow
+    read -r -a ow <<< "$overwrite"
+    ow=$(printf '"%s", ' "${ow[@]}")
+    # Into the [[array]] table, before the first [[subsystem]].
+    sed -i "0,/^\[\[subsystem\]\]/s||overwrite = [${ow%, }]\n\n[[subsystem]]|" "$path"
   fi
   if [ -n "$cc_rate" ]; then
     printf '\n[cc]\nalgorithm = "fixed"\n[cc.params]\nrate_mbps = %s\n' "$cc_rate" >> "$path"
@@ -109,7 +125,13 @@ case "$action" in
     echo $! > "$pidfile"
     for _ in $(seq 1200); do
       if tail -c +"$from" "$log" | grep -q "ready: serving on"; then
-        lab_log "raidline (pid $(cat "$pidfile")) serving $nqn on $addr:4420 via $LAB_RXE"
+        if [ "$refused" = 1 ]; then
+          tail -c +"$from" "$log" | grep -q "NOT STARTED" || die "the array started, expected it refused"
+          lab_log "raidline (pid $(cat "$pidfile")) ready, array0 not started (as expected)"
+        else
+          tail -c +"$from" "$log" | grep -q "NOT STARTED" && { tail -c +"$from" "$log" | tail -n 30 >&2; die "array0 was not started"; }
+          lab_log "raidline (pid $(cat "$pidfile")) serving $nqn on $addr:4420 via $LAB_RXE"
+        fi
         exit 0
       fi
       kill -0 "$(cat "$pidfile")" 2>/dev/null || { tail -c +"$from" "$log" | tail -n 30 >&2; die "raidline exited during start"; }

@@ -24,8 +24,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use raidline_raid::{
-    Array, ArrayBlock, ArrayConfig, BufferArena, ChunkSize, CpuXor, Executor, FileMember, Member,
-    MemberIdx, MemberOp, RaidQueue, Request, RequestKind, Throttle, UringExecutor,
+    Array, ArrayBlock, ArrayConfig, BufferArena, ChunkSize, CpuXor, Executor, FileMember, IoBuf,
+    Member, MemberIdx, MemberOp, OwnedRing, RaidQueue, Request, RequestKind, Throttle,
+    UringExecutor,
 };
 
 /// Queue depth of the RaidQueue rows (= worker threads, each with its own ring).
@@ -82,6 +83,102 @@ fn queue_iops(array: &Arc<Array>, write: bool, budget: Duration, seed: u64) -> (
     }
     (n, t.elapsed().as_secs_f64())
 }
+
+/// 4 KiB random writes, `QD` in flight, the way a target poller drives them: each a write
+/// task ([`Array::start_write`]) on one [`OwnedRing`] (the pool and the engine's scratch
+/// registered), its completions fed back as they come, partial-parity log included. A write
+/// whose stripe another holds waits for the next completion. What the path declines or hands
+/// back goes through [`Array::write`] (counted in [`RING_FALLBACKS`]; none is expected).
+/// Returns (writes, seconds); the ring's shared flushes are added to [`FLUSHES`].
+fn ring_iops(array: &Arc<Array>, budget: Duration, seed: u64) -> (u64, f64) {
+    use raidline_raid::{WriteNext, WriteStart};
+    let mut ring = OwnedRing::new(256).expect("io_uring");
+    let mut idle = BufferArena::with_buffers(QD, 4096, 4096).expect("arena");
+    ring.register_arenas(&[idle[0].arena().clone(), array.scratch_arena().clone()])
+        .expect("register");
+    let mut sync = UringExecutor::new(16).expect("io_uring");
+    let cap = array.geometry().capacity_blocks();
+    let mut rng = Rng(seed | 1);
+    let mut tasks = std::collections::HashMap::new();
+    let (mut tag, mut done, mut out) = (0u64, 0u64, Vec::new());
+    let fallback = |b: &IoBuf, lba: ArrayBlock, sync: &mut UringExecutor| {
+        array.write(sync, lba, &b[..4096]).expect("write");
+        RING_FALLBACKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    };
+    let t0 = Instant::now();
+    let flushes0 = ring.flush_counts().1;
+    loop {
+        let running = t0.elapsed() < budget;
+        while running && !idle.is_empty() {
+            let Some(b) = idle.pop() else { break };
+            let lba = ArrayBlock(rng.next(cap));
+            tag += 1;
+            match array.start_write(tag, lba, 4096, b, Vec::new(), true) {
+                WriteStart::Started(t, req) => {
+                    ring.submit(req).map_err(|(_, e)| e).expect("ring submit");
+                    tasks.insert(tag, (t, lba));
+                }
+                WriteStart::Busy(b, _) => {
+                    idle.push(b);
+                    if tasks.is_empty() {
+                        // Nothing in flight to wait for: the owner marks the array dirty.
+                        array.mark_dirty_if_wanted().expect("mark dirty");
+                        continue;
+                    }
+                    break;
+                }
+                WriteStart::Declined(b, _) => {
+                    fallback(&b, lba, &mut sync);
+                    done += 1;
+                    idle.push(b);
+                }
+            }
+        }
+        if tasks.is_empty() && !running {
+            break;
+        }
+        out.clear();
+        ring.pump(&mut out).expect("pump");
+        if out.is_empty() {
+            std::thread::yield_now();
+        }
+        for c in out.drain(..) {
+            let Some((mut t, lba)) = tasks.remove(&c.tag) else {
+                panic!("a completion of no task");
+            };
+            match t.complete(array, c) {
+                WriteNext::Submit(r) => {
+                    ring.submit(r).map_err(|(_, e)| e).expect("ring submit");
+                    tasks.insert(t.tag(), (t, lba));
+                }
+                WriteNext::Done(Some(b), _) => {
+                    done += 1;
+                    idle.push(b);
+                }
+                WriteNext::Redo {
+                    buf: Some(b), torn, ..
+                } => {
+                    fallback(&b, lba, &mut sync);
+                    if torn {
+                        array.end_torn();
+                    }
+                    done += 1;
+                    idle.push(b);
+                }
+                other => panic!("a task lost its buffer: {other:?}"),
+            }
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    FLUSHES.fetch_add(
+        ring.flush_counts().1 - flushes0,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    (done, secs)
+}
+
+/// Writes [`ring_iops`] handed to the blocking engine (declined or redone).
+static RING_FALLBACKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Member cache flushes so far (every bench member counts its flushes here).
 static FLUSHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -343,10 +440,15 @@ fn log_cost_rows(
         seed += 1;
         queue_iops(array, true, slice, seed)
     });
+    let ring = paired_cost(array, cost, 2 * pairs, |_| {
+        seed += 1;
+        ring_iops(array, slice, seed)
+    });
     for (label, c) in [
         ("QD1".to_string(), qd1),
         ("8 threads".to_string(), t8),
         (format!("QD{QD} (RaidQueue)"), qdq),
+        (format!("QD{QD} (poller ring)"), ring),
     ] {
         rows.push((
             format!("{kind}{what}, {label}, {on}"),
@@ -1152,6 +1254,10 @@ fn main() {
         &mut rows,
     );
 
+    eprintln!(
+        "poller-ring rows: {} writes handed to the blocking engine (declined or redone)",
+        RING_FALLBACKS.load(std::sync::atomic::Ordering::Relaxed)
+    );
     println!("| workload ({N} members, {} KiB chunk, {} MiB per member) | raidline | raw members, same pattern |", CHUNK / 1024, member_data / MIB);
     println!("| --- | ---: | ---: |");
     for (a, b, c) in rows {

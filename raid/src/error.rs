@@ -307,7 +307,7 @@ pub enum RaidError {
     #[error(transparent)]
     Superblock(#[from] SuperblockError),
     /// Assembly could not start the array.
-    #[error("cannot assemble: {reason}; refused: [{}]", refused.iter().map(|r| r.to_string()).collect::<Vec<_>>().join("; "))]
+    #[error("cannot assemble: {reason}{}", refused_list(refused))]
     Assemble {
         /// Why.
         reason: String,
@@ -372,6 +372,15 @@ impl RaidError {
             }
         }
     }
+}
+
+/// "; refused: [a; b]" for the members assembly refused, nothing when none was.
+fn refused_list(refused: &[Refused]) -> String {
+    if refused.is_empty() {
+        return String::new();
+    }
+    let each: Vec<String> = refused.iter().map(ToString::to_string).collect();
+    format!("; refused: [{}]", each.join("; "))
 }
 
 #[cfg(test)]

@@ -240,7 +240,8 @@ pub fn bring_up_array_with(
                         "array {}: cannot open {e}; assembling without it (a missing member)",
                         a.name
                     );
-                    absent.push(p.display().to_string());
+                    // The error names the path (and, for a busy device, what holds it).
+                    absent.push(e.to_string());
                     None
                 }
             })
@@ -285,7 +286,7 @@ pub fn bring_up_array_with(
                  create an array",
                 a.name
             );
-            absent.push(name.clone());
+            absent.push(format!("{name}: {e}"));
         }
         if let Probe::Damaged(e) = p {
             tracing::warn!("array {}: {name}: damaged superblock ({e})", a.name);
@@ -297,9 +298,9 @@ pub fn bring_up_array_with(
     if blank && !absent.is_empty() {
         return Err(err(raidline_raid::RaidError::Assemble {
             reason: format!(
-                "no readable member carries a superblock, and {} cannot be opened or read: a \
-                 new array is created only over every configured device",
-                absent.join(", ")
+                "no readable member carries a superblock, and not every configured device can be \
+                 used ({}): a new array is created only over every configured device",
+                absent.join("; ")
             ),
             refused: Vec::new(),
         }));

@@ -247,23 +247,12 @@ impl Drop for ReadTask {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::array::task::tests::{rig, run};
+    use crate::array::task::tests::{degraded, rig, run};
     use crate::error::MemberError;
     use crate::geometry::MemberIdx;
     use crate::member::{Fault, OpKind};
     use crate::sys::buf::BufferArena;
     use crate::SyncExecutor;
-
-    /// Writes a pattern over the first `blocks` blocks and fails member `role`.
-    fn degraded(a: &Array, blocks: usize, role: usize) -> Vec<u8> {
-        let data: Vec<u8> = (0..blocks * 4096).map(|i| (i * 7 % 251) as u8).collect();
-        a.write(&mut SyncExecutor, ArrayBlock(0), &data).unwrap();
-        let m = a.view().unwrap().members[role].clone().unwrap();
-        let e = MemberError::Unsupported("failed by the test");
-        a.fail_member(MemberIdx(role), &*m, &e).unwrap();
-        assert_eq!(a.degraded_roles(), vec![role]);
-        data
-    }
 
     #[test]
     fn a_degraded_read_rebuilds_the_missing_chunks_from_one_batch() {

@@ -1281,15 +1281,16 @@ pub(super) mod tests {
 
     // ---- Logged writes (degraded, or policy `always`) ----
 
-    /// Fails role `role` of `a` (as the engine does after an I/O error) once the first
-    /// `blocks` blocks hold a pattern.
-    fn degrade(a: &Array, blocks: usize, role: usize) {
+    /// Writes a pattern over the first `blocks` blocks, then fails role `role` (as the engine
+    /// does after an I/O error); the pattern.
+    pub(in crate::array) fn degraded(a: &Array, blocks: usize, role: usize) -> Vec<u8> {
         let data: Vec<u8> = (0..blocks * 4096).map(|i| (i * 7 % 251) as u8).collect();
         a.write(&mut SyncExecutor, ArrayBlock(0), &data).unwrap();
         let m = a.view().unwrap().members[role].clone().unwrap();
         let e = MemberError::Unsupported("failed by the test");
         a.fail_member(MemberIdx(role), &*m, &e).unwrap();
         assert_eq!(a.degraded_roles(), vec![role]);
+        data
     }
 
     /// A stripe among the first four where `role` holds data, and that data index.
@@ -1326,7 +1327,7 @@ pub(super) mod tests {
     #[test]
     fn a_degraded_write_puts_its_log_entry_on_media_before_any_data_write() {
         let (a, _, mems) = rig_with(4 * CHUNK, true, WriteHolePolicy::Degraded);
-        degrade(&a, 64, 1);
+        degraded(&a, 64, 1);
         let g = a.geometry();
         // Rows 1..3 of the missing role's chunk: a reconstruct-write, logged with the new rows.
         let (stripe, d) = data_stripe(&a, 1);
@@ -1388,7 +1389,7 @@ pub(super) mod tests {
             rig_with(4 * CHUNK, true, WriteHolePolicy::Degraded),
         ];
         for (a, _, _) in &twins {
-            degrade(a, 64, 1);
+            degraded(a, 64, 1);
         }
         let (sync, ring) = (&twins[0].0, &twins[1].0);
         let g = sync.geometry();
@@ -1495,7 +1496,7 @@ pub(super) mod tests {
     #[test]
     fn a_failed_log_write_writes_no_data_and_the_blocking_redo_completes_it() {
         let (a, faults, _) = rig_with(4 * CHUNK, false, WriteHolePolicy::Degraded);
-        degrade(&a, 64, 1);
+        degraded(&a, 64, 1);
         let g = a.geometry();
         let (stripe, d) = data_stripe(&a, 1);
         let lba = g.logical_block(stripe, d, 0);
@@ -1536,7 +1537,7 @@ pub(super) mod tests {
     #[test]
     fn a_held_log_slot_makes_a_logged_write_wait() {
         let (a, _, _) = rig_with(4 * CHUNK, false, WriteHolePolicy::Degraded);
-        degrade(&a, 64, 1);
+        degraded(&a, 64, 1);
         let g = a.geometry();
         let (stripe, d) = data_stripe(&a, 1);
         let key = a.ppl.unwrap().lock_key(g, stripe).0;
