@@ -142,7 +142,8 @@ raidline_phase() {
   lab_log "raidline ($path): $dev (RAID-5${BENCH_DEGRADED:+, degraded}), $rdev (RAM disk); threads: $(ls /proc/"$(cat /run/raidline-lab.pid)"/task | wc -l)"
   run_jobs "raidline-$path" "$dev" "${jobs[@]}"
   run_jobs "raidline-$path-ram" "$rdev" "${ramjobs[@]}"
-  lab_log "raidline ($path): threads after the jobs: $(ls /proc/"$(cat /run/raidline-lab.pid)"/task | wc -l)"
+  # By name: io_uring's own workers (iou-wrk-*) count here too.
+  lab_log "raidline ($path): threads after the jobs: $(cat /proc/"$(cat /run/raidline-lab.pid)"/task/*/comm | sort | uniq -c | awk '{ printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1 }')"
   "$LAB_DIR/raidline.sh" cli status > "$out/status-$path.txt" 2>&1 || true
   # How the array's stripes were written (whole, read-modify-write, reconstruct-write).
   grep "stripes written" "$out/status-$path.txt" | sed "s/^ */raidline ($path) /" >&2 || true
