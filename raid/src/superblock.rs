@@ -496,7 +496,8 @@ fn get64(b: &[u8], o: usize) -> u64 {
     u64::from_le_bytes(x)
 }
 
-pub use crate::sys::crc::crc32c;
+/// CRC-32C (Castagnoli; reflected, init and final XOR `0xFFFF_FFFF`), the `crc32c` crate's.
+pub use crc32c::crc32c;
 
 #[cfg(test)]
 mod tests {

@@ -194,15 +194,16 @@ fn host_identity(a: &Args) -> Result<HostIdentity, String> {
     Ok(host)
 }
 
-/// User + system CPU time of this process so far (/proc/self/stat, USER_HZ = 100).
+/// User + system CPU time of this process so far, every thread included (`getrusage`, in
+/// microseconds, whatever the kernel's tick).
 fn cpu_time() -> Option<Duration> {
-    let s = std::fs::read_to_string("/proc/self/stat").ok()?;
-    let rest = &s[s.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // Fields after the command: state is field 3, utime 14, stime 15 (1-based overall).
-    let utime: u64 = f.get(11)?.parse().ok()?;
-    let stime: u64 = f.get(12)?.parse().ok()?;
-    Some(Duration::from_millis((utime + stime) * 10))
+    use nix::sys::resource::{getrusage, UsageWho};
+    let u = getrusage(UsageWho::RUSAGE_SELF).ok()?;
+    let us = |t: nix::sys::time::TimeVal| {
+        Duration::from_secs(t.tv_sec().max(0) as u64)
+            + Duration::from_micros(t.tv_usec().clamp(0, 999_999) as u64)
+    };
+    Some(us(u.user_time()) + us(u.system_time()))
 }
 
 enum Failure {

@@ -5,8 +5,6 @@
 
 pub mod buf;
 
-pub mod crc;
-
 pub mod xor;
 
 pub mod uring;
