@@ -309,13 +309,7 @@ impl Array {
             }
         }
         if !reads.is_empty() {
-            let req = RingRequest {
-                tag,
-                buf: Some(buf),
-                more,
-                scratch: lend(scratch),
-                segs: reads,
-            };
+            let req = task.request(reads, (buf, more), scratch);
             return WriteStart::Started(task, req);
         }
         // Nothing to read (whole stripes): the log, or the writes, at once.
@@ -501,13 +495,7 @@ impl Array {
             return self.write_request(task, (buf, more), scratch);
         }
         task.phase = Phase::Log;
-        RingRequest {
-            tag: task.tag,
-            buf: Some(buf),
-            more,
-            scratch: lend(scratch),
-            segs,
-        }
+        task.request(segs, (buf, more), scratch)
     }
 
     /// The write batch (parity computed): new data from the caller's buffers, parity from
@@ -553,13 +541,7 @@ impl Array {
             }
         }
         task.phase = Phase::Writes;
-        RingRequest {
-            tag: task.tag,
-            buf: Some(buf),
-            more,
-            scratch: lend(scratch),
-            segs,
-        }
+        task.request(segs, (buf, more), scratch)
     }
 
     /// Releases what a task holds: stripes, log slots, bitmap regions, its epoch
@@ -794,7 +776,7 @@ impl WriteTask {
     fn flushes(
         &self,
         members: Vec<Arc<dyn Member>>,
-        (buf, more): Bufs,
+        bufs: Bufs,
         scratch: Vec<Option<Scratch>>,
     ) -> RingRequest {
         let segs = members
@@ -807,6 +789,16 @@ impl WriteTask {
                 range: 0..0,
             })
             .collect();
+        self.request(segs, bufs, scratch)
+    }
+
+    /// The task's next request: `segs` over the caller's buffers and the task's scratch.
+    fn request(
+        &self,
+        segs: Vec<RingSeg>,
+        (buf, more): Bufs,
+        scratch: Vec<Option<Scratch>>,
+    ) -> RingRequest {
         RingRequest {
             tag: self.tag,
             buf: Some(buf),
@@ -1063,6 +1055,14 @@ pub(super) mod tests {
         next
     }
 
+    /// Parity matches the data: a check of the whole array finds no mismatch.
+    fn parity_consistent(a: &Array) {
+        let p = a
+            .scrub_step(&mut SyncExecutor, a.geometry().stripes(), false)
+            .unwrap();
+        assert_eq!(p.mismatches, 0);
+    }
+
     fn bits_on(a: &Array, role: usize) -> Vec<u8> {
         let st = a.read_state();
         let m = st.slots[role].member.clone().unwrap();
@@ -1258,11 +1258,7 @@ pub(super) mod tests {
                 .iter()
                 .all(|&x| x == 0x10 + k as u8));
         }
-        // Parity matches the data: a check of the whole array finds no mismatch.
-        let p = a
-            .scrub_step(&mut SyncExecutor, a.geometry().stripes(), false)
-            .unwrap();
-        assert_eq!(p.mismatches, 0);
+        parity_consistent(&a);
     }
 
     #[test]
@@ -1302,6 +1298,16 @@ pub(super) mod tests {
             .unwrap()
     }
 
+    /// A 16 KiB-chunk rig (members with a volatile cache when `cache`) with role 1 failed
+    /// after a pattern was written, and a stripe where role 1 holds data with that data index.
+    #[allow(clippy::type_complexity)]
+    fn degraded_rig(cache: bool) -> (Array, Vec<FaultHandle>, Vec<MemMember>, StripeIdx, usize) {
+        let (a, faults, mems) = rig_with(4 * CHUNK, cache, WriteHolePolicy::Degraded);
+        degraded(&a, 64, 1);
+        let (stripe, d) = data_stripe(&a, 1);
+        (a, faults, mems, stripe, d)
+    }
+
     /// The log entry in `stripe`'s slot, as its parity member holds it.
     fn entry_of(a: &Array, stripe: StripeIdx) -> Option<Entry> {
         let layout = a.ppl.unwrap();
@@ -1326,11 +1332,9 @@ pub(super) mod tests {
 
     #[test]
     fn a_degraded_write_puts_its_log_entry_on_media_before_any_data_write() {
-        let (a, _, mems) = rig_with(4 * CHUNK, true, WriteHolePolicy::Degraded);
-        degraded(&a, 64, 1);
+        let (a, _, mems, stripe, d) = degraded_rig(true);
         let g = a.geometry();
         // Rows 1..3 of the missing role's chunk: a reconstruct-write, logged with the new rows.
-        let (stripe, d) = data_stripe(&a, 1);
         let lba = g.logical_block(stripe, d, 1);
         let (mut t, req) = start(&a, lba, &[0x5A; 2 * 4096]);
         assert!(req.segs.iter().all(|s| s.kind == RingOpKind::Read));
@@ -1487,18 +1491,13 @@ pub(super) mod tests {
         assert_eq!(steps, ["read", "flush", "log", "flush", "write"]);
         let e = entry_of(&a, StripeIdx(0)).expect("an entry");
         assert_eq!((e.stripe, e.f), (0, None));
-        let p = a
-            .scrub_step(&mut SyncExecutor, a.geometry().stripes(), false)
-            .unwrap();
-        assert_eq!(p.mismatches, 0);
+        parity_consistent(&a);
     }
 
     #[test]
     fn a_failed_log_write_writes_no_data_and_the_blocking_redo_completes_it() {
-        let (a, faults, _) = rig_with(4 * CHUNK, false, WriteHolePolicy::Degraded);
-        degraded(&a, 64, 1);
+        let (a, faults, _, stripe, d) = degraded_rig(false);
         let g = a.geometry();
-        let (stripe, d) = data_stripe(&a, 1);
         let lba = g.logical_block(stripe, d, 0);
         let mut old = vec![0u8; 4 * 4096];
         a.read(&mut SyncExecutor, lba, &mut old).unwrap();
@@ -1536,10 +1535,8 @@ pub(super) mod tests {
 
     #[test]
     fn a_held_log_slot_makes_a_logged_write_wait() {
-        let (a, _, _) = rig_with(4 * CHUNK, false, WriteHolePolicy::Degraded);
-        degraded(&a, 64, 1);
+        let (a, _, _, stripe, d) = degraded_rig(false);
         let g = a.geometry();
-        let (stripe, d) = data_stripe(&a, 1);
         let key = a.ppl.unwrap().lock_key(g, stripe).0;
         assert!(a.ppl_locks.try_lock(&[key]));
         let mut bufs = BufferArena::with_buffers(1, 4096, 4096).unwrap();
