@@ -550,16 +550,22 @@ impl Array {
         if std::mem::replace(&mut task.ended, true) {
             return;
         }
-        let log_len = HEADER + self.geo.chunk_bytes();
-        let (logs, scratch): (Vec<Scratch>, Vec<Scratch>) = scratch
-            .into_iter()
-            .flatten()
-            .partition(|b| matches!(b, Scratch::Heap(h) if h.len() == log_len));
-        self.give_scratch(scratch);
-        self.give_log_scratch(logs.into_iter().filter_map(|b| match b {
-            Scratch::Heap(h) => Some(h),
-            Scratch::Arena(_) => None,
-        }));
+        // The plans say which slots hold log buffers (`TaskPlan::keep`).
+        let mut scratch = scratch;
+        let logs: Vec<_> = task
+            .plans
+            .iter()
+            .filter_map(|p| p.log)
+            .filter_map(|(i, _)| match scratch.get_mut(usize::from(i))?.take()? {
+                Scratch::Heap(h) => Some(h),
+                other => {
+                    scratch.push(Some(other));
+                    None
+                }
+            })
+            .collect();
+        self.give_log_scratch(logs);
+        self.give_scratch(scratch.into_iter().flatten());
         self.ppl_locks.unlock(&task.slot_keys);
         if std::mem::take(&mut task.bitmap_pending) {
             // Its bits may not be on every member: the next blocking write writes them.

@@ -206,11 +206,10 @@ const MAX_SEGS: usize = 1 << SEG_BITS;
 /// `user_data` of a member's shared flush: this bit, and the descriptor.
 const FLUSH_TAG: u64 = 1 << 63;
 
-/// One member's shared flush (by descriptor).
+/// One member's shared flush (by descriptor). A flush is in the backlog or the kernel
+/// exactly while `current` is not empty.
 #[derive(Debug, Default)]
 struct SharedFlush {
-    /// A flush is in the backlog or the kernel.
-    busy: bool,
     /// It has been handed to the kernel: new operations wait for the next one.
     started: bool,
     /// Operations (slot, index) the flush in progress completes.
@@ -436,8 +435,7 @@ impl OwnedRing {
     fn join_flush(&mut self, fd: RawFd, slot: usize, i: usize) {
         self.flush_ops.0 += 1;
         let f = self.flushes.entry(fd).or_default();
-        if !f.busy {
-            f.busy = true;
+        if f.current.is_empty() {
             f.started = false;
             f.current.push((slot, i));
             self.flush_ops.1 += 1;
@@ -594,9 +592,7 @@ impl OwnedRing {
             return;
         }
         let done = std::mem::take(&mut f.current);
-        if f.next.is_empty() {
-            f.busy = false;
-        } else {
+        if !f.next.is_empty() {
             f.current = std::mem::take(&mut f.next);
             f.started = false;
             self.flush_ops.1 += 1;
