@@ -11,10 +11,19 @@ need() {
   done
 }
 
-# The Debian kernel the lab boots: LAB_KERNEL, else the newest /boot/vmlinuz-* whose modules exist.
+# The Debian kernel the lab boots: LAB_KERNEL (an exact version, or a series such as 6.12),
+# else the newest /boot/vmlinuz-* of series 6.1 (Debian 12's default) whose modules exist.
+# A check that needs another kernel says so (`# lab-run: --kernel 6.12`); installing a newer
+# kernel package never moves the other checks.
 lab_kernel_version() {
-  local v best=""
-  for f in /boot/vmlinuz-*; do
+  local want=${1:-${LAB_KERNEL:-6.1}} v best=""
+  if [ -r "/boot/vmlinuz-$want" ] && [ -d "/lib/modules/$want/kernel" ]; then
+    echo "$want"
+    return
+  fi
+  [[ $want =~ ^[0-9]+\.[0-9]+$ ]] ||
+    die "no kernel $want in /boot with modules in /lib/modules (give a version or a series such as 6.12)"
+  for f in /boot/vmlinuz-"$want".*; do
     [ -e "$f" ] || continue
     v=${f#/boot/vmlinuz-}
     [ -d "/lib/modules/$v/kernel" ] || continue
@@ -22,6 +31,6 @@ lab_kernel_version() {
       best=$v
     fi
   done
-  [ -n "$best" ] || die "no Debian kernel in /boot with modules in /lib/modules: run deploy/setup.sh --lab"
+  [ -n "$best" ] || die "no Debian $want kernel in /boot with modules in /lib/modules: run deploy/setup.sh --lab"
   echo "$best"
 }

@@ -26,6 +26,7 @@ mod bytes;
 
 pub mod admin;
 pub mod aen;
+pub mod auth;
 pub mod cqe;
 pub mod error;
 pub mod fabrics;
