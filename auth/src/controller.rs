@@ -23,7 +23,7 @@ use crate::{
 };
 
 /// What a host must prove, and what the controller may use.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Policy {
     /// The host's secret.
     pub secret: Secret,
@@ -145,6 +145,11 @@ impl Authenticator {
     /// How the queue authenticated, once it has.
     pub fn authenticated(&self) -> Option<Outcome> {
         self.authenticated
+    }
+
+    /// The host NQN this queue was connected with.
+    pub fn hostnqn(&self) -> &str {
+        &self.hostnqn
     }
 
     /// The message expected next.

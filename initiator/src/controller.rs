@@ -20,7 +20,8 @@ use raidline_proto::admin::{AsyncEventRequest, GetLogPage, Identify, KeepAlive, 
 use raidline_proto::aen::AsyncEvent;
 use raidline_proto::fabrics::property::{self, shutdown, Cap, Cc, Csts, Version};
 use raidline_proto::fabrics::{
-    Connect, ConnectData, ConnectResponse, PropertyGet, PropertySet, PropertySize, CNTLID_DYNAMIC,
+    AuthDirection, Authentication, Connect, ConnectData, ConnectResponse, PropertyGet, PropertySet,
+    PropertySize, CNTLID_DYNAMIC,
 };
 use raidline_proto::features::{AsyncEventConfig, FeatureId, NumberOfQueues};
 use raidline_proto::identify::{
@@ -63,6 +64,17 @@ pub struct ControllerOptions {
     pub max_io_bytes: u32,
     /// Keep an Asynchronous Event Request posted.
     pub aer: bool,
+    /// DH-HMAC-CHAP secrets, for controllers that require in-band authentication.
+    pub auth: Option<HostSecrets>,
+}
+
+/// A host's DH-HMAC-CHAP secrets (`nvme connect --dhchap-secret … [--dhchap-ctrl-secret …]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostSecrets {
+    /// The host's secret.
+    pub secret: raidline_auth::Secret,
+    /// The controller's secret: the host then authenticates the controller too.
+    pub ctrl_secret: Option<raidline_auth::Secret>,
 }
 
 impl ControllerOptions {
@@ -79,6 +91,7 @@ impl ControllerOptions {
             io_depth: 128,
             max_io_bytes: 128 * 1024,
             aer: true,
+            auth: None,
         }
     }
 
@@ -253,11 +266,13 @@ fn null_sgl() -> SglDescriptor {
     }
 }
 
-/// Sends the Fabrics Connect on `q` and returns the controller id.
+/// Sends the Fabrics Connect on `q` and returns the controller id; authenticates the queue
+/// when the controller requires it (ATR) and `auth` holds the secrets.
 pub fn fabrics_connect<F: Fabric>(
     q: &mut Queue<F>,
     kato: Duration,
     data: &ConnectData,
+    auth: Option<&HostSecrets>,
 ) -> Result<u16, Error> {
     let kato_ms = u32::try_from(kato.as_millis()).unwrap_or(u32::MAX);
     let sqe = Connect {
@@ -280,15 +295,86 @@ pub fn fabrics_connect<F: Fabric>(
     )?;
     match ConnectResponse::success_from_dw0(cqe.dw0()) {
         ConnectResponse::Success { cntlid, authreq } => {
-            if authreq != 0 {
-                return Err(Error::Protocol(format!(
-                    "queue {}: the controller requires in-band authentication (AUTHREQ {authreq:#x}), which this host does not do",
-                    q.qid()
-                )));
+            if authreq & 1 != 0 {
+                let Some(s) = auth else {
+                    return Err(Error::Protocol(format!(
+                        "queue {}: the controller requires in-band authentication (AUTHREQ {authreq:#x}) and no DH-HMAC-CHAP secret is given",
+                        q.qid()
+                    )));
+                };
+                authenticate(q, s, data.hostnqn.as_str(), data.subnqn.as_str(), 0)?;
             }
             Ok(cntlid)
         }
         other => Err(Error::Protocol(format!("Connect answered {other:?}"))),
+    }
+}
+
+fn auth_command(direction: AuthDirection, len: usize) -> Result<Sqe, Error> {
+    Ok(Authentication {
+        cid: 0,
+        direction,
+        sgl: null_sgl(),
+        secp: raidline_proto::auth::SECP_INBAND,
+        spsp0: raidline_proto::auth::SPSP_DHCHAP,
+        spsp1: raidline_proto::auth::SPSP_DHCHAP,
+        length: len as u32,
+    }
+    .to_sqe()?)
+}
+
+fn auth_send<F: Fabric>(q: &mut Queue<F>, msg: &[u8]) -> Result<(), Error> {
+    let sqe = auth_command(AuthDirection::Send, msg.len())?;
+    let xfer = Xfer::FromHost(msg.len() as u32);
+    q.execute(sqe, xfer, "Authentication Send", msg, &mut [])?;
+    Ok(())
+}
+
+fn auth_receive<F: Fabric>(q: &mut Queue<F>) -> Result<Vec<u8>, Error> {
+    // As the Linux host: a 4 KiB allocation for every message.
+    let mut buf = vec![0u8; 4096];
+    let sqe = auth_command(AuthDirection::Receive, buf.len())?;
+    let xfer = Xfer::ToHost(buf.len() as u32);
+    q.execute(sqe, xfer, "Authentication Receive", &[], &mut buf)?;
+    Ok(buf)
+}
+
+/// Runs one DH-HMAC-CHAP transaction (`t_id`) on `q`, as the Linux host does: Negotiate,
+/// Challenge, Reply, Success1 and, when the host checks the controller too, Success2. A failure
+/// the host detects is reported to the controller with a Failure2.
+pub fn authenticate<F: Fabric>(
+    q: &mut Queue<F>,
+    s: &HostSecrets,
+    hostnqn: &str,
+    subnqn: &str,
+    t_id: u16,
+) -> Result<(), Error> {
+    let mut h = raidline_auth::HostAuth::new(
+        s.secret.clone(),
+        s.ctrl_secret.clone(),
+        hostnqn,
+        subnqn,
+        t_id,
+    );
+    let qid = q.qid();
+    let fail = |q: &mut Queue<F>, h: &raidline_auth::HostAuth, e: raidline_auth::HostError| {
+        if let Some(f) = h.failure2(&e) {
+            let _ = auth_send(q, &f);
+        }
+        Error::Protocol(format!("queue {qid}: authentication failed: {e}"))
+    };
+    auth_send(q, &h.negotiate())?;
+    let challenge = auth_receive(q)?;
+    let reply = match h.reply(&challenge) {
+        Ok(r) => r,
+        Err(e) => return Err(fail(q, &h, e)),
+    };
+    auth_send(q, &reply)?;
+    let success1 = auth_receive(q)?;
+    match h.success1(&success1) {
+        Ok(Some(s2)) => auth_send(q, &s2),
+        Ok(None) => Ok(()),
+        Err(e) => Err(fail(q, &h, e)),
     }
 }
 
@@ -355,6 +441,7 @@ impl<F: Fabric> Controller<F> {
                 subnqn: opts.subnqn.clone(),
                 hostnqn: opts.host.hostnqn.clone(),
             },
+            opts.auth.as_ref(),
         )?;
         let cap = Cap::from_u64(property_get(&mut q, property::CAP)?);
         if cap.mpsmin != 0 {
@@ -687,6 +774,7 @@ impl<F: Fabric> Controller<F> {
                     subnqn: self.opts.subnqn.clone(),
                     hostnqn: self.opts.host.hostnqn.clone(),
                 },
+                self.opts.auth.as_ref(),
             )?;
             if got != self.cntlid {
                 return Err(Error::Protocol(format!(

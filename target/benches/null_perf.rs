@@ -553,6 +553,7 @@ fn start_target(net: &MemNetwork, mode: PollMode, pollers: usize) -> BenchResult
             serial: identity::serial_for(SUBNQN.as_bytes()),
             model: "Raidline null".into(),
             hosts: HostAccess::Any,
+            auth: Default::default(),
             namespaces: vec![],
         },
         namespaces: vec![NamespaceSpec {

@@ -5,9 +5,12 @@
 //! `deploy/raidline.toml` is the commented example. Defaults are tuned for the Linux nvme-rdma
 //! host on a storage node with a few NVMe drives; each says why where it is set.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use raidline_auth::{DhGroup, HashFn, Policy, Secret};
 
 use raidline_proto::text::Nqn;
 use raidline_raid::WriteHolePolicy;
@@ -234,6 +237,21 @@ struct RawSubsystem {
     hosts: Vec<Spanned<String>>,
     #[serde(default, rename = "namespace")]
     namespaces: Vec<RawNamespace>,
+    #[serde(default)]
+    auth: Vec<RawHostAuth>,
+}
+
+/// `[[subsystem.auth]]`: a host that must authenticate (DH-HMAC-CHAP).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHostAuth {
+    host: Spanned<String>,
+    secret: Option<Spanned<String>>,
+    secret_file: Option<Spanned<PathBuf>>,
+    ctrl_secret: Option<Spanned<String>>,
+    ctrl_secret_file: Option<Spanned<PathBuf>>,
+    hashes: Option<Spanned<Vec<String>>>,
+    dhgroups: Option<Spanned<Vec<String>>>,
 }
 
 fn default_model() -> Spanned<String> {
@@ -333,6 +351,8 @@ pub struct SubsystemConfig {
     pub model: String,
     /// `None` = any host; otherwise the allowed host NQNs.
     pub hosts: Option<BTreeSet<Nqn>>,
+    /// Hosts that must authenticate (DH-HMAC-CHAP), with their secrets and what they may use.
+    pub auth: BTreeMap<Nqn, Arc<Policy>>,
     /// Namespaces.
     pub namespaces: Vec<NamespaceConfig>,
 }
@@ -582,6 +602,64 @@ impl Config {
                 }
                 Some(set)
             };
+            let mut auth = BTreeMap::new();
+            for a in &s.auth {
+                let host = nqn_of(&cx, &a.host)?;
+                match &hosts {
+                    None => {
+                        return cx.err(a.host.span(), format!("subsystem {nqn}: [[subsystem.auth]] for {host} with allow_any_host = true: any other host would connect without authenticating; list the hosts instead"));
+                    }
+                    Some(h) if !h.contains(&host) => {
+                        return cx.err(a.host.span(), format!("subsystem {nqn}: {host} has an [[subsystem.auth]] entry but is not in hosts"));
+                    }
+                    _ => {}
+                }
+                if auth.contains_key(&host) {
+                    return cx.err(
+                        a.host.span(),
+                        format!("subsystem {nqn}: two [[subsystem.auth]] entries for {host}"),
+                    );
+                }
+                let secret = secret_of(&cx, &host, "secret", &a.secret, &a.secret_file)?
+                    .ok_or(())
+                    .or_else(|()| cx.err(a.host.span(), format!("subsystem {nqn}: {host}: give secret = \"DHHC-1:…\" or secret_file = \"…\" (`nvme gen-dhchap-key` makes one)")))?;
+                let ctrl_secret = secret_of(
+                    &cx,
+                    &host,
+                    "ctrl_secret",
+                    &a.ctrl_secret,
+                    &a.ctrl_secret_file,
+                )?;
+                let hashes = match &a.hashes {
+                    None => HashFn::ALL.to_vec(),
+                    Some(v) => names_of(
+                        &cx,
+                        v,
+                        "hashes",
+                        "sha256, sha384, sha512",
+                        HashFn::from_name,
+                    )?,
+                };
+                let groups = match &a.dhgroups {
+                    None => DhGroup::ALL.to_vec(),
+                    Some(v) => names_of(
+                        &cx,
+                        v,
+                        "dhgroups",
+                        "null, ffdhe2048, ffdhe3072, ffdhe4096, ffdhe6144, ffdhe8192",
+                        DhGroup::from_name,
+                    )?,
+                };
+                auth.insert(
+                    host,
+                    Arc::new(Policy {
+                        secret,
+                        ctrl_secret,
+                        hashes,
+                        groups,
+                    }),
+                );
+            }
             let mut namespaces: Vec<NamespaceConfig> = Vec::new();
             for n in &s.namespaces {
                 let nsid = *n.nsid.get_ref();
@@ -618,6 +696,7 @@ impl Config {
                 serial,
                 model: s.model.get_ref().clone(),
                 hosts,
+                auth,
                 namespaces,
             });
         }
@@ -638,6 +717,79 @@ impl Config {
             subsystems,
         })
     }
+}
+
+/// A secret given inline or in a file (which only its owner may read: mode 0600 or stricter).
+fn secret_of(
+    cx: &Ctx<'_>,
+    host: &Nqn,
+    key: &str,
+    inline: &Option<Spanned<String>>,
+    file: &Option<Spanned<PathBuf>>,
+) -> Result<Option<Secret>, ConfigError> {
+    let (text, span) = match (inline, file) {
+        (None, None) => return Ok(None),
+        (Some(_), Some(f)) => {
+            return cx.err(
+                f.span(),
+                format!("{host}: give {key} or {key}_file, not both"),
+            );
+        }
+        (Some(t), None) => (zeroize::Zeroizing::new(t.get_ref().clone()), t.span()),
+        (None, Some(f)) => (read_secret_file(cx, f.get_ref(), f.span())?, f.span()),
+    };
+    match Secret::parse(&text) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) => cx.err(span, format!("{host}: {key}: {e}")),
+    }
+}
+
+fn read_secret_file(
+    cx: &Ctx<'_>,
+    path: &Path,
+    span: core::ops::Range<usize>,
+) -> Result<zeroize::Zeroizing<String>, ConfigError> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) => return cx.err(span, format!("cannot read {}: {e}", path.display())),
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return cx.err(
+            span,
+            format!(
+                "{} has mode {mode:04o}: a secret file must be readable by its owner only (chmod 600 {})",
+                path.display(),
+                path.display()
+            ),
+        );
+    }
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(zeroize::Zeroizing::new(t)),
+        Err(e) => cx.err(span, format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+fn names_of<T: PartialEq>(
+    cx: &Ctx<'_>,
+    v: &Spanned<Vec<String>>,
+    key: &str,
+    known: &str,
+    parse: fn(&str) -> Option<T>,
+) -> Result<Vec<T>, ConfigError> {
+    let mut out: Vec<T> = Vec::new();
+    for n in v.get_ref() {
+        match parse(n) {
+            Some(x) if !out.contains(&x) => out.push(x),
+            Some(_) => return cx.err(v.span(), format!("{key}: {n:?} is listed twice")),
+            None => return cx.err(v.span(), format!("{key}: unknown {n:?} (known: {known})")),
+        }
+    }
+    if out.is_empty() {
+        return cx.err(v.span(), format!("{key}: the list is empty"));
+    }
+    Ok(out)
 }
 
 fn nqn(cx: &Ctx<'_>, s: &Spanned<String>) -> Result<Nqn, ConfigError> {

@@ -170,3 +170,76 @@ fn shared_receive_queue_defaults_to_512_and_0_turns_it_off() {
     assert_eq!(l, 2);
     assert!(m.contains("16..=16384"), "{m}");
 }
+
+#[test]
+fn host_authentication_entries() {
+    const KEY: &str = "DHHC-1:01:pYVItjmNx+tuaJSeIMEDlEZmepEMhAVABIHKOMjrNR5YOMS9:";
+    let head = "[[subsystem]]\nnqn = \"nqn.a:b\"\nhosts = [\"nqn.h:1\", \"nqn.h:2\"]\n";
+    let c = Config::parse(
+        &format!(
+            "{head}[[subsystem.auth]]\nhost = \"nqn.h:1\"\nsecret = \"{KEY}\"\nctrl_secret = \"{KEY}\"\nhashes = [\"sha512\", \"hmac(sha256)\"]\ndhgroups = [\"null\"]\n[[subsystem.auth]]\nhost = \"nqn.h:2\"\nsecret = \"{KEY}\"\n"
+        ),
+        "t",
+    )
+    .unwrap();
+    let a = &c.subsystems[0].auth;
+    let p1 = &a[&Nqn::new("nqn.h:1").unwrap()];
+    assert_eq!(p1.hashes, vec![HashFn::Sha512, HashFn::Sha256]);
+    assert_eq!(p1.groups, vec![DhGroup::Null]);
+    assert!(p1.ctrl_secret.is_some());
+    let p2 = &a[&Nqn::new("nqn.h:2").unwrap()];
+    assert_eq!(p2.hashes, HashFn::ALL.to_vec());
+    assert_eq!(p2.groups, DhGroup::ALL.to_vec());
+    assert!(p2.ctrl_secret.is_none());
+    // The secret never shows in the configuration's Debug output.
+    assert!(!format!("{c:?}").contains("pYVI"));
+
+    let entry = |body: &str| format!("{head}[[subsystem.auth]]\nhost = \"nqn.h:1\"\n{body}");
+    for (text, want) in [
+        (entry(""), "give secret"),
+        (entry("secret = \"DHHC-1:01:pY!I:\"\n"), "not valid base64"),
+        (entry("secret = \"DHHC-1:01:pYVI:\"\n"), "the key is 0 bytes"),
+        (entry(&format!("secret = \"{}\"\n", KEY.replace("pYVI", "pYVJ"))), "CRC-32"),
+        (entry(&format!("secret = \"{KEY}\"\nhashes = [\"md5\"]\n")), "unknown \"md5\""),
+        (entry(&format!("secret = \"{KEY}\"\ndhgroups = []\n")), "the list is empty"),
+        (entry(&format!("secret = \"{KEY}\"\nsecret_file = \"/x\"\n")), "not both"),
+        (
+            format!("{head}[[subsystem.auth]]\nhost = \"nqn.h:3\"\nsecret = \"{KEY}\"\n"),
+            "is not in hosts",
+        ),
+        (
+            format!("[[subsystem]]\nnqn = \"nqn.a:b\"\nallow_any_host = true\n[[subsystem.auth]]\nhost = \"nqn.h:3\"\nsecret = \"{KEY}\"\n"),
+            "allow_any_host = true",
+        ),
+        (
+            format!("{}[[subsystem.auth]]\nhost = \"nqn.h:1\"\nsecret = \"{KEY}\"\n", entry(&format!("secret = \"{KEY}\"\n"))),
+            "two [[subsystem.auth]] entries",
+        ),
+    ] {
+        let (_, _, m) = invalid(&text);
+        assert!(m.contains(want), "{want:?} not in {m:?}");
+        assert!(!m.contains("pYVItjmNx"), "a secret in an error: {m}");
+    }
+}
+
+#[test]
+fn secret_files_must_be_private() {
+    use std::os::unix::fs::PermissionsExt;
+    const KEY: &str = "DHHC-1:00:ZGJjMjM3ZjNjZTA5YjFmYTk4NTZkYmNjYjNkNmM0NzDQo5o/:";
+    let dir = std::env::temp_dir().join(format!("raidline-secret-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("host1.key");
+    std::fs::write(&f, format!("{KEY}\n")).unwrap();
+    let text = format!(
+        "[[subsystem]]\nnqn = \"nqn.a:b\"\nhosts = [\"nqn.h:1\"]\n[[subsystem.auth]]\nhost = \"nqn.h:1\"\nsecret_file = \"{}\"\n",
+        f.display()
+    );
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (l, _, m) = invalid(&text);
+    assert_eq!(l, 6);
+    assert!(m.contains("mode 0644") && m.contains("chmod 600"), "{m}");
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let c = Config::parse(&text, "t").unwrap();
+    assert_eq!(c.subsystems[0].auth.len(), 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -78,6 +78,7 @@ mod tests {
             serial: "S".into(),
             model: "M".into(),
             hosts,
+            auth: Default::default(),
             namespaces: vec![],
         }
     }

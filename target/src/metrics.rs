@@ -857,6 +857,7 @@ mod tests {
                 hostnqn: "h".into(),
                 host_addr: "a".into(),
                 kato_ms: 0,
+                auth: String::new(),
                 queues: vec![q(0, 0.0, f64::NAN), q(1, 1.5e9, 25.0)],
             }],
         }

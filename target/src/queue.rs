@@ -10,11 +10,16 @@
 //! | admin | Property Get/Set, admin commands | fabrics Connect again: Controller Busy; Disconnect and others: Invalid Opcode |
 //! | I/O | NVM I/O commands, Disconnect | other fabrics commands: Invalid Opcode; Connect again: Controller Busy |
 //!
-//! Authentication Send/Receive are answered Invalid Opcode (in-band authentication is not
-//! offered: the Connect response never sets AUTHREQ). The SQ head advances by one for every
-//! capsule received and is reported in every completion, which is the host's flow control.
+//! Authentication Send/Receive go to the queue's owner on any connected queue
+//! ([`Dispatch::Auth`]). A queue whose host must authenticate (DH-HMAC-CHAP: the Connect
+//! response set ATR) answers every other command but the fabrics ones with Authentication
+//! Required (DNR) until [`QueueState::authenticated`] is called, as Linux's nvmet does
+//! (`nvmet_check_auth_status`). The SQ head advances by one for every capsule received and is
+//! reported in every completion, which is the host's flow control.
 
-use raidline_proto::fabrics::{self, Connect, Disconnect, PropertyGet, PropertySet};
+use raidline_proto::fabrics::{
+    self, Authentication, Connect, Disconnect, PropertyGet, PropertySet,
+};
 use raidline_proto::{Cqe, FabricsCommandType, Sqe, Status, StatusCode};
 
 use crate::status::for_parse_error;
@@ -49,6 +54,8 @@ pub enum Dispatch {
     PropertySet(PropertySet),
     /// Disconnect of this I/O queue: complete it, then tear the queue down.
     Disconnect(Disconnect),
+    /// Authentication Send or Receive (any connected queue).
+    Auth(Authentication),
     /// An admin command for the controller.
     Admin,
     /// An NVM I/O command for validation and execution.
@@ -66,6 +73,8 @@ pub struct QueueState {
     sq_head: u16,
     /// The host asked for SQ flow control to be disabled (Connect CATTR bit 2): report 0xFFFF.
     sq_flow_disabled: bool,
+    /// The host must authenticate before anything but fabrics commands.
+    auth_pending: bool,
 }
 
 impl QueueState {
@@ -76,7 +85,23 @@ impl QueueState {
             depth: depth.max(1),
             sq_head: 0,
             sq_flow_disabled: false,
+            auth_pending: false,
         }
+    }
+
+    /// The host must authenticate this queue (DH-HMAC-CHAP) before its other commands run.
+    pub fn require_auth(&mut self) {
+        self.auth_pending = true;
+    }
+
+    /// The host authenticated this queue (or lost it again: `false`).
+    pub fn authenticated(&mut self, yes: bool) {
+        self.auth_pending = !yes;
+    }
+
+    /// Whether the queue still waits for its host to authenticate.
+    pub fn auth_pending(&self) -> bool {
+        self.auth_pending
     }
 
     /// The queue's role.
@@ -129,7 +154,13 @@ impl QueueState {
             (QueueRole::Io { .. }, Some(FabricsCommandType::DISCONNECT)) => {
                 parsed(Disconnect::parse(sqe).map(Dispatch::Disconnect))
             }
+            (_, Some(FabricsCommandType::AUTH_SEND | FabricsCommandType::AUTH_RECEIVE)) => {
+                parsed(Authentication::parse(sqe).map(Dispatch::Auth))
+            }
             (_, Some(_)) => invalid_opcode,
+            (_, None) if self.auth_pending => {
+                Dispatch::Reject(Status::new(StatusCode::AUTH_REQUIRED).dnr())
+            }
             (QueueRole::Admin { .. }, None) => Dispatch::Admin,
             (QueueRole::Io { .. }, None) => Dispatch::Io,
         }
@@ -197,7 +228,7 @@ mod tests {
         assert_eq!(q.role(), QueueRole::Admin { cntlid: 9 });
         assert!(matches!(q.receive(&prop_get()), Dispatch::PropertyGet(_)));
         assert_eq!(q.receive(&Sqe::new(0x06, 3)), Dispatch::Admin);
-        // A second Connect, a Disconnect and Authentication on the admin queue.
+        // A second Connect and a Disconnect on the admin queue.
         assert_eq!(
             q.receive(&c.to_sqe().unwrap()),
             Dispatch::Reject(Status::new(StatusCode::CONNECT_CONTROLLER_BUSY).dnr())
@@ -231,6 +262,43 @@ mod tests {
         // 4 capsules on a 4-entry queue: the head wrapped to 0.
         assert_eq!(q.completion(5, Status::SUCCESS, 0).sq_head, 0);
         assert_eq!(q.completion(5, Status::SUCCESS, 0).sq_id, 2);
+    }
+
+    #[test]
+    fn a_queue_that_must_authenticate_runs_only_fabrics_commands_until_it_has() {
+        use raidline_proto::fabrics::{AuthDirection, Authentication};
+        for qid in [0, 3] {
+            let mut q = QueueState::new(32);
+            let c = connect(qid, 0);
+            q.receive(&c.to_sqe().unwrap());
+            q.connected(&c, 9);
+            q.require_auth();
+            let auth_required = Dispatch::Reject(Status::new(StatusCode::AUTH_REQUIRED).dnr());
+            let cmd = Sqe::new(if qid == 0 { 0x06 } else { 0x02 }, 1);
+            assert_eq!(q.receive(&cmd), auth_required);
+            let send = Authentication {
+                cid: 2,
+                direction: AuthDirection::Send,
+                sgl: SglDescriptor::Keyed {
+                    address: 0,
+                    length: 72,
+                    key: 1,
+                    invalidate: false,
+                },
+                secp: 0xE9,
+                spsp0: 1,
+                spsp1: 1,
+                length: 72,
+            };
+            assert_eq!(q.receive(&send.to_sqe().unwrap()), Dispatch::Auth(send));
+            if qid == 0 {
+                assert!(matches!(q.receive(&prop_get()), Dispatch::PropertyGet(_)));
+            }
+            q.authenticated(true);
+            assert!(matches!(q.receive(&cmd), Dispatch::Admin | Dispatch::Io));
+            q.authenticated(false);
+            assert_eq!(q.receive(&cmd), auth_required);
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@ fn registry(hosts: HostAccess) -> Registry {
         serial: "RL0001".into(),
         model: "Raidline RAID-5".into(),
         hosts,
+        auth: Default::default(),
         namespaces: vec![NamespaceInfo {
             nsid: 1,
             block_size: 4096,

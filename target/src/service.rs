@@ -627,6 +627,7 @@ pub fn build_spec(config: &Config) -> Result<TargetSpec, ServiceError> {
                     .unwrap_or_else(|| identity::serial_for(&serial_key)),
                 model: s.model.clone(),
                 hosts,
+                auth: s.auth.clone(),
                 namespaces: Vec::new(),
             },
             namespaces,
@@ -818,6 +819,24 @@ impl Management for Api {
                     HostAccess::Any => Vec::new(),
                     HostAccess::Only(h) => h.iter().map(|n| n.to_string()).collect(),
                 },
+                auth_hosts: s
+                    .auth
+                    .iter()
+                    .map(|(h, p)| {
+                        let hashes: Vec<&str> = p.hashes.iter().map(|x| x.name()).collect();
+                        let groups: Vec<&str> = p.groups.iter().map(|x| x.name()).collect();
+                        format!(
+                            "{h} ({}; {}{})",
+                            hashes.join(", "),
+                            groups.join(", "),
+                            if p.ctrl_secret.is_some() {
+                                "; bidirectional possible"
+                            } else {
+                                ""
+                            }
+                        )
+                    })
+                    .collect(),
                 namespaces: self
                     .shared
                     .namespaces
@@ -863,6 +882,7 @@ impl Management for Api {
                 hostnqn: e.hostnqn.clone(),
                 host_addr: e.host_addr.clone(),
                 kato_ms: e.kato_ms,
+                auth: e.auth.clone(),
                 queues: e
                     .conns
                     .iter()

@@ -117,6 +117,11 @@ pub struct Subsystem {
     pub model: String,
     /// Hosts allowed to connect.
     pub hosts: HostAccess,
+    /// Hosts that must authenticate (DH-HMAC-CHAP) before their queues run commands.
+    pub auth: std::collections::BTreeMap<
+        raidline_proto::text::Nqn,
+        std::sync::Arc<raidline_auth::Policy>,
+    >,
     /// Namespaces, in nsid order.
     pub namespaces: Vec<NamespaceInfo>,
 }

@@ -506,6 +506,7 @@ fn malformed_admin_and_connect_sequence() {
         &mut s.admin.admin.q,
         Duration::from_secs(30),
         &connect_data(0xFFFF),
+        None,
     ) {
         Err(Error::Nvme { status, .. }) => assert_eq!(
             status,

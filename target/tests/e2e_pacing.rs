@@ -49,6 +49,7 @@ fn start<F: Fabric>(fabric: F, cc: CcSpec) -> Target {
             serial: "PACING0001".into(),
             model: "Raidline null".into(),
             hosts: HostAccess::Any,
+            auth: Default::default(),
             namespaces: vec![],
         },
         namespaces: vec![NamespaceSpec {

@@ -27,6 +27,7 @@ fn sub() -> Arc<Subsystem> {
         serial: "RL-SERIAL-1".into(),
         model: "Raidline RAID-5".into(),
         hosts: HostAccess::Any,
+        auth: Default::default(),
         namespaces: vec![NamespaceInfo {
             nsid: 1,
             block_size: 4096,

@@ -317,6 +317,7 @@ impl<F: Fabric> Control<F> {
             ctrl: None,
             io: None,
             served: None,
+            auth: None,
             cntlid: 0,
             parked: HashMap::new(),
             elsewhere: 0,

@@ -164,6 +164,9 @@ pub struct CtrlEntry {
     pub kato_ms: u32,
     /// Keep-alive expired; teardown under way.
     pub expired: bool,
+    /// In-band authentication of its admin queue: "none", "required, not yet authenticated",
+    /// "hmac(sha256) ffdhe2048 [bidirectional]" or "failed: …".
+    pub auth: String,
 }
 
 /// Messages to the control thread.

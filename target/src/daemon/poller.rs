@@ -36,6 +36,7 @@ use raidline_raid::{
     RingCompletion,
 };
 
+mod auth;
 mod pace;
 mod writes;
 
@@ -596,6 +597,7 @@ impl<F: Fabric> Poller<F> {
                 req.close_after = true;
                 self.respond(q, req, Status::SUCCESS, 0);
             }
+            Dispatch::Auth(a) => self.auth_command(q, req, a),
             Dispatch::Admin => self.admin(q, req),
             Dispatch::Io => self.io(q, req),
         }
@@ -762,6 +764,7 @@ impl<F: Fabric> Poller<F> {
         match std::mem::replace(&mut req.step, Step::Respond) {
             Step::Connect(c) => self.finish_connect(q, req, c),
             Step::AdminIn => self.run_admin(q, req),
+            Step::AuthIn => self.auth_data(q, req),
             step @ Step::Write { .. } => {
                 if let (Step::Write { ns, lba, len, .. }, DataSrc::Pool) = (&step, req.data_src) {
                     self.write_arrived(*ns, *lba, *len);
@@ -861,6 +864,7 @@ impl<F: Fabric> Poller<F> {
                 q.proto.connected(&cmd, acc.cntlid);
                 q.cntlid = acc.cntlid;
                 q.served = Some(acc.served.clone());
+                let atr = self.auth_on_connect(q, &data.hostnqn, &acc.served);
                 let mut ctrls = self
                     .shared
                     .controllers
@@ -894,6 +898,7 @@ impl<F: Fabric> Poller<F> {
                             host_addr: peer,
                             kato_ms: cmd.kato,
                             expired: false,
+                            auth: auth::describe(None, atr),
                         },
                     );
                 } else if let Some(e) = ctrls.get_mut(&acc.cntlid) {
@@ -910,7 +915,7 @@ impl<F: Fabric> Poller<F> {
                 drop(ctrls);
                 let dw0 = ConnectResponse::Success {
                     cntlid: acc.cntlid,
-                    authreq: 0,
+                    authreq: u8::from(atr),
                 }
                 .to_dw0();
                 self.respond(q, req, Status::SUCCESS, u64::from(dw0));

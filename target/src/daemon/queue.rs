@@ -56,6 +56,8 @@ pub(crate) enum Step {
     Connect(Connect),
     /// Run an admin command once its host-to-controller data is here.
     AdminIn,
+    /// Feed an Authentication Send's payload to the queue's authenticator once it is here.
+    AuthIn,
     /// Read `len` bytes at `lba` of namespace `ns` into the buffer, then RDMA WRITE them.
     Read { ns: usize, lba: u64, len: usize },
     /// Write the buffer's `len` bytes at `lba` (after the RDMA READ, for keyed data).
@@ -177,6 +179,8 @@ pub(crate) struct Queue<F: Fabric> {
     pub io: Option<Arc<IoCounters>>,
     pub served: Option<Served>,
     pub cntlid: u16,
+    /// DH-HMAC-CHAP state, when the host must authenticate this queue.
+    pub auth: Option<Box<raidline_auth::Authenticator>>,
     /// Asynchronous Event Requests waiting for an event, by command id.
     pub parked: HashMap<u16, Box<Req>>,
     /// Requests of this queue in storage or waiting for a pool buffer.

@@ -187,6 +187,10 @@ pub struct SubsystemStatus {
     pub allow_any_host: bool,
     /// Allowed host NQNs (when not `allow_any_host`).
     pub hosts: Vec<String>,
+    /// Hosts that must authenticate (DH-HMAC-CHAP), each with what it may use, e.g.
+    /// "nqn… (sha256, sha384; ffdhe2048, null; bidirectional possible)".
+    #[serde(default)]
+    pub auth_hosts: Vec<String>,
     /// Namespaces.
     pub namespaces: Vec<NamespaceStatus>,
 }
@@ -228,6 +232,11 @@ pub struct ControllerStatus {
     pub host_addr: String,
     /// Keep-alive timeout; 0 = none.
     pub kato_ms: u32,
+    /// In-band authentication (DH-HMAC-CHAP) of its admin queue: "none",
+    /// "required, not yet authenticated", "hmac(sha256) ffdhe2048 [bidirectional]" or
+    /// "failed: …".
+    #[serde(default)]
+    pub auth: String,
     /// Queue pairs, admin queue (qid 0) first.
     pub queues: Vec<QueueStatus>,
 }

@@ -174,6 +174,9 @@ fn subsystem(out: &mut String, s: &SubsystemStatus) {
         s.hosts.join(", ")
     };
     let _ = writeln!(out, "    hosts: {hosts}");
+    for a in &s.auth_hosts {
+        let _ = writeln!(out, "    must authenticate: {a}");
+    }
     if s.namespaces.is_empty() {
         let _ = writeln!(out, "    no namespaces");
         return;
@@ -207,10 +210,15 @@ fn controller(out: &mut String, c: &ControllerStatus) {
     } else {
         format!("kato {} ms", c.kato_ms)
     };
+    let auth = if c.auth.is_empty() || c.auth == "none" {
+        String::new()
+    } else {
+        format!("  auth {}", c.auth)
+    };
     let _ = writeln!(
         out,
-        "  cntlid {}  {} from {}  to {}  {}",
-        c.cntlid, c.hostnqn, c.host_addr, c.subnqn, kato
+        "  cntlid {}  {} from {}  to {}  {}{}",
+        c.cntlid, c.hostnqn, c.host_addr, c.subnqn, kato, auth
     );
     let mut rows = vec![row(["qid", "depth", "in-flight", "poller", "rate", "rtt"])];
     for q in &c.queues {

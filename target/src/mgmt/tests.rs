@@ -158,6 +158,7 @@ pub(crate) fn sample() -> StatusReport {
             model: "Raidline RAID-5".into(),
             allow_any_host: false,
             hosts: vec!["nqn.2014-08.org.nvmexpress:uuid:0000".into()],
+            auth_hosts: vec!["nqn.2014-08.org.nvmexpress:uuid:0000 (sha256; ffdhe2048)".into()],
             namespaces: vec![NamespaceStatus {
                 nsid: 1,
                 backing: "array array0".into(),
@@ -176,6 +177,7 @@ pub(crate) fn sample() -> StatusReport {
             hostnqn: "nqn.2014-08.org.nvmexpress:uuid:0000".into(),
             host_addr: "192.168.122.1:51234".into(),
             kato_ms: 10_000,
+            auth: "hmac(sha256) ffdhe2048 bidirectional".into(),
             queues: vec![
                 QueueStatus {
                     qid: 0,
@@ -552,9 +554,10 @@ fn rendered_status_names_the_key_fields() {
         "nqn.2026-11.io.raidline:array0",
         "serial RL3F1C2A449B2E, model Raidline RAID-5",
         "hosts: nqn.2014-08.org.nvmexpress:uuid:0000",
+        "must authenticate: nqn.2014-08.org.nvmexpress:uuid:0000 (sha256; ffdhe2048)",
         "1     array array0  4096   3.00 TiB  123456  654321  482.25 MiB  2.50 GiB",
         "cntlid 7  nqn.2014-08.org.nvmexpress:uuid:0000 from 192.168.122.1:51234  \
-         to nqn.2026-11.io.raidline:array0  kato 10000 ms",
+         to nqn.2026-11.io.raidline:array0  kato 10000 ms  auth hmac(sha256) ffdhe2048 bidirectional",
         "qid  depth  in-flight  poller  rate        rtt",
         "1    128    17         1       1.16 GiB/s  18.5 us",
     ] {

@@ -69,6 +69,8 @@ pub struct RigOptions {
     pub faulty: bool,
     /// Poller threads.
     pub pollers: usize,
+    /// Hosts that must authenticate (DH-HMAC-CHAP).
+    pub auth: std::collections::BTreeMap<Nqn, Arc<raidline_auth::Policy>>,
 }
 
 impl Default for RigOptions {
@@ -80,6 +82,7 @@ impl Default for RigOptions {
             limits: Limits::default(),
             faulty: false,
             pollers: 1,
+            auth: Default::default(),
         }
     }
 }
@@ -134,6 +137,7 @@ pub fn rig(o: &RigOptions) -> Rig {
         o.limits,
     );
     spec.pollers = o.pollers;
+    spec.subsystems[0].subsystem.auth = o.auth.clone();
     let target = Target::start(net.device("target0"), spec).expect("target start");
     Rig {
         net,
@@ -178,6 +182,7 @@ pub fn spec_for(
             serial: raidline_target::identity::serial_for(&array.uuid().0),
             model: "Raidline RAID-5".into(),
             hosts,
+            auth: Default::default(),
             namespaces: vec![],
         },
         namespaces: vec![NamespaceSpec {
