@@ -266,3 +266,26 @@ proptest! {
         }
     }
 }
+
+/// What an exchange costs the controller per queue (its key pair at the Challenge, the shared
+/// secret at the Reply): printed for the README (`cargo test --release -p raidline-auth
+/// exchange_cost -- --nocapture`); the bound only catches a runaway exponentiation.
+#[test]
+fn exchange_cost_per_group() {
+    for g in [
+        DhGroup::Ffdhe2048,
+        DhGroup::Ffdhe3072,
+        DhGroup::Ffdhe4096,
+        DhGroup::Ffdhe6144,
+        DhGroup::Ffdhe8192,
+    ] {
+        let peer = g.keypair(&[0x33; 64]).unwrap();
+        let t = std::time::Instant::now();
+        let mine = g.keypair(&[0x44; 64]).unwrap();
+        let s = mine.shared(&peer.public).unwrap();
+        let took = t.elapsed();
+        assert_eq!(s.len(), g.value_len());
+        eprintln!("{g}: controller's key pair + shared secret {took:?}");
+        assert!(took < std::time::Duration::from_secs(60), "{g}: {took:?}");
+    }
+}

@@ -4,13 +4,16 @@
 #
 #   raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N] [--cc-rate MBPS]
 #                     [--io-path ring|workers] [--ram-dev DEV --ram-nqn NQN]
-#                     [--members "DEV ..."] [--overwrite "DEV ..."] [--expect-refused]
+#                     [--members "DEV ..."] [--overwrite "DEV ..."] [--hosts "NQN ..."]
+#                     [--append FILE] [--expect-refused]
 #       write $LAB_RUN/raidline.toml (array over all $LAB_DRIVES drives or --members, assume_clean at
 #       creation, allow any host; --cc-rate: every I/O queue pair paced by the `fixed`
 #       algorithm at MBPS megabits per second; --io-path: the daemon's io_path; --ram-dev: a
 #       second subsystem RAM-NQN serving DEV (a brd RAM disk) as a file namespace, for the
 #       target path alone; --overwrite: the array's `overwrite`, devices whose foreign data a
-#       new array may overwrite), start `raidline run` in the background (log:
+#       new array may overwrite; --hosts: only these host NQNs, instead of any host; --append: a
+#       TOML fragment added to the main subsystem, e.g. its [[subsystem.auth]] entries), start
+#       `raidline run` in the background (log:
 #       $LAB_RUN/raidline.log, appended across restarts) and wait until it logs "ready"
 #       (with --expect-refused: ready with the array NOT STARTED)
 #   raidline.sh config [--out PATH] [--addr IP] [--nqn NQN] [--chunk KiB] [--cores N] [--cc-rate MBPS]
@@ -20,7 +23,7 @@
 #   raidline.sh kill      SIGKILL, no goodbye (crash test)
 #   raidline.sh status    `raidline status` over the management socket
 #   raidline.sh cli ARGS… `raidline ARGS… --socket <the lab's socket>` (e.g. `cli ns disable NQN 1`)
-usage="usage: raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N] [--cc-rate MBPS] [--io-path ring|workers] [--ram-dev DEV --ram-nqn NQN] [--members \"DEV ...\"] [--overwrite \"DEV ...\"] [--expect-refused] | config [--out PATH] [same options] | stop | kill | status | cli ARGS..."
+usage="usage: raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N] [--cc-rate MBPS] [--io-path ring|workers] [--ram-dev DEV --ram-nqn NQN] [--members \"DEV ...\"] [--overwrite \"DEV ...\"] [--hosts \"NQN ...\"] [--append FILE] [--expect-refused] | config [--out PATH] [same options] | stop | kill | status | cli ARGS..."
 set -euo pipefail
 
 lab=$(cd "$(dirname "$0")" && pwd)
@@ -32,6 +35,7 @@ die() { echo "raidline.sh: error: $*" >&2; exit 2; }
 action=$1; shift
 addr=${LAB_IP:-} nqn=nqn.2026-11.io.raidline:array0 chunk=64 cores=1 cc_rate="" out=$LAB_RUN/raidline.toml
 io_path=ring ram_dev="" ram_nqn=nqn.2026-11.io.raidline:ram members="" overwrite="" refused=0
+hosts="" append=""
 bin=${RAIDLINE_BIN:-$lab/../../build/release/raidline}
 if [ "$action" = cli ]; then
   exec "$bin" "$@" --socket /run/raidline/raidline.sock
@@ -44,6 +48,7 @@ $usage"
     --addr) addr=$2 ;; --nqn) nqn=$2 ;; --chunk) chunk=$2 ;; --bin) bin=$2 ;; --cores) cores=$2 ;; --cc-rate) cc_rate=$2 ;; --out) out=$2 ;;
     --io-path) io_path=$2 ;; --ram-dev) ram_dev=$2 ;; --ram-nqn) ram_nqn=$2 ;;
     --members) members=$2 ;; --overwrite) overwrite=$2 ;;
+    --hosts) hosts=$2 ;; --append) append=$2 ;;
     *) die "unknown option $1
 $usage" ;;
   esac
@@ -94,6 +99,16 @@ allow_any_host = true
 nsid = 1
 array = "array0"
 CONF
+  if [ -n "$hosts" ]; then
+    local hs
+    read -r -a hs <<< "$hosts"
+    hs=$(printf '"%s", ' "${hs[@]}")
+    sed -i "0,/^allow_any_host = true/s||hosts = [${hs%, }]|" "$path"
+  fi
+  if [ -n "$append" ]; then
+    [ -r "$append" ] || die "--append: cannot read $append"
+    { echo; cat "$append"; } >> "$path"
+  fi
   if [ -n "$ram_dev" ]; then
     printf '\n[[subsystem]]\nnqn = "%s"\nmodel = "Raidline RAM"\nallow_any_host = true\n\n[[subsystem.namespace]]\nnsid = 1\nfile = "%s"\n' \
       "$ram_nqn" "$ram_dev" >> "$path"

@@ -203,7 +203,8 @@ impl ConnectData {
 /// Connect completion DW0 (Fabrics Figure 21/22).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConnectResponse {
-    /// Success: the controller id, and the authentication requirements (bits 17:16).
+    /// Success: the controller id, and the authentication requirements: ATR in bit 17 and
+    /// ASCR in bit 18, as Linux reads them (`NVME_CONNECT_AUTHREQ_ATR` / `_ASCR`).
     Success {
         /// Controller id allocated (admin queue) or confirmed (I/O queue).
         cntlid: u16,
@@ -233,7 +234,7 @@ impl ConnectResponse {
     pub fn to_dw0(&self) -> u32 {
         match *self {
             ConnectResponse::Success { cntlid, authreq } => {
-                u32::from(cntlid) | u32::from(authreq & 0x3) << 16
+                u32::from(cntlid) | u32::from(authreq & 0x3) << 17
             }
             ConnectResponse::InvalidParameter { attribute, offset } => {
                 let iattr = match attribute {
@@ -249,7 +250,7 @@ impl ConnectResponse {
     pub fn success_from_dw0(dw0: u32) -> ConnectResponse {
         ConnectResponse::Success {
             cntlid: dw0 as u16,
-            authreq: ((dw0 >> 16) & 0x3) as u8,
+            authreq: ((dw0 >> 17) & 0x3) as u8,
         }
     }
 

@@ -110,6 +110,13 @@ fn connect_response_dw0() {
     };
     assert_eq!(ok.to_dw0(), 0x0000_0102);
     assert_eq!(ConnectResponse::success_from_dw0(0x0000_0102), ok);
+    // Authentication required: Linux's NVME_CONNECT_AUTHREQ_ATR is bit 17.
+    let atr = ConnectResponse::Success {
+        cntlid: 7,
+        authreq: 1,
+    };
+    assert_eq!(atr.to_dw0(), 0x0002_0007);
+    assert_eq!(ConnectResponse::success_from_dw0(0x0002_0007), atr);
     // Linux nvmet: IPO_IATTR_CONNECT_DATA(subsysnqn) = (1 << 16) | 256.
     let bad = ConnectResponse::InvalidParameter {
         attribute: InvalidParameterIn::Data,

@@ -144,6 +144,13 @@ pub struct DataPathMetrics {
     /// Bytes of receive buffers registered now (command capsules and in-capsule data): per
     /// queue pair, or per poller with a shared receive queue.
     pub receive_bytes: std::sync::Arc<AtomicU64>,
+    /// Queues whose host authenticated (DH-HMAC-CHAP), admin and I/O queues alike.
+    pub auth_authenticated: AtomicU64,
+    /// Authentications the target refused (a Failure1: wrong secret, nothing in common...).
+    pub auth_refused: AtomicU64,
+    /// Authentications the host ended with a Failure2 (e.g. the controller's response did not
+    /// match the host's controller secret).
+    pub auth_host_failed: AtomicU64,
 }
 
 /// Gauges of one array at scrape time.
@@ -426,6 +433,19 @@ pub fn render_all(
         &[],
         load(&data_path.gathered_writes),
     );
+
+    w.family(
+        "raidline_auth_total",
+        "counter",
+        "In-band authentication (DH-HMAC-CHAP) outcomes per queue: authenticated, refused by the target (Failure1), ended by the host (Failure2).",
+    );
+    for (result, c) in [
+        ("authenticated", &data_path.auth_authenticated),
+        ("refused", &data_path.auth_refused),
+        ("host_failed", &data_path.auth_host_failed),
+    ] {
+        w.sample("raidline_auth_total", &[("result", result)], load(c));
+    }
 
     w.family(
         "raidline_receive_buffer_bytes",
@@ -1105,8 +1125,8 @@ mod tests {
         let text = render_all(&[], &DataPathMetrics::default(), &Snapshot::default());
         let samples = check_exposition(&text);
         // The payload-copy counter, the storage requests by path (ring, workers), the parked
-        // and the gathered writes, and the receive memory.
-        assert_eq!(samples.len(), 6);
+        // and the gathered writes, the authentication outcomes (3), and the receive memory.
+        assert_eq!(samples.len(), 9);
         assert!(text.contains("# TYPE raidline_qp_rtt_seconds gauge\n"));
     }
 

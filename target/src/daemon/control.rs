@@ -318,6 +318,7 @@ impl<F: Fabric> Control<F> {
             io: None,
             served: None,
             auth: None,
+            auth_req: None,
             cntlid: 0,
             parked: HashMap::new(),
             elsewhere: 0,
@@ -368,6 +369,16 @@ impl<F: Fabric> Control<F> {
 
     fn on_msg(&mut self, msg: ControlMsg) {
         match msg {
+            ControlMsg::Auth(mut job) => {
+                let result = job.run();
+                if let Some(p) = self.pollers.get(job.poller) {
+                    p.send(PollerMsg::AuthDone {
+                        conn: job.conn,
+                        auth: job.auth,
+                        result,
+                    });
+                }
+            }
             ControlMsg::QueueClosed { conn, role, reason } => {
                 self.queue_closed(role, &reason);
                 if let Some(c) = self.conns.get_mut(&conn) {

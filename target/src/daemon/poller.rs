@@ -59,6 +59,12 @@ pub(crate) enum PollerMsg<F: Fabric> {
     Close(ConnId, String),
     /// Finish what is in flight, then close every queue and exit.
     Drain,
+    /// The control thread ran a step of this connection's authentication.
+    AuthDone {
+        conn: ConnId,
+        auth: Box<raidline_auth::Authenticator>,
+        result: super::AuthResult,
+    },
 }
 
 /// What to do once a pool buffer is attached.
@@ -377,6 +383,18 @@ impl<F: Fabric> Poller<F> {
                 Ok(PollerMsg::Drain) => {
                     n += 1;
                     self.draining = true;
+                }
+                Ok(PollerMsg::AuthDone { conn, auth, result }) => {
+                    n += 1;
+                    let qpn = self
+                        .queues
+                        .iter()
+                        .find(|(_, q)| q.conn == conn)
+                        .map(|(k, _)| *k);
+                    if let Some(mut q) = qpn.and_then(|k| self.queues.remove(&k)) {
+                        self.auth_done(&mut q, auth, result);
+                        self.queues.insert(q.qp_num().0, q);
+                    }
                 }
                 Err(TryRecvError::Empty) => return n,
                 Err(TryRecvError::Disconnected) => {

@@ -179,8 +179,11 @@ pub(crate) struct Queue<F: Fabric> {
     pub io: Option<Arc<IoCounters>>,
     pub served: Option<Served>,
     pub cntlid: u16,
-    /// DH-HMAC-CHAP state, when the host must authenticate this queue.
+    /// DH-HMAC-CHAP state, when the host must authenticate this queue (away on the control
+    /// thread while a step runs there).
     pub auth: Option<Box<raidline_auth::Authenticator>>,
+    /// The Authentication Send or Receive whose step runs on the control thread.
+    pub auth_req: Option<Box<Req>>,
     /// Asynchronous Event Requests waiting for an event, by command id.
     pub parked: HashMap<u16, Box<Req>>,
     /// Requests of this queue in storage or waiting for a pool buffer.

@@ -9,9 +9,12 @@
 //! host gets its Failure1 in the next Receive and the Send itself completes successfully; its
 //! queue stays closed to commands.
 //!
-//! The exchange's two modular exponentiations (the controller's key pair at the Challenge, the
-//! shared secret at the Reply) run on this thread: once per queue at connect, measured in
-//! `raidline-auth`'s tests.
+//! Each step runs on the control thread, not here: the exchange's two modular exponentiations
+//! (the controller's key pair at the Challenge, the shared secret at the Reply) take 2.3 ms
+//! with ffdhe2048 and 53 ms with ffdhe8192 on this machine, per queue
+//! (`cargo test --release -p raidline-auth exchange_cost -- --nocapture`), which would stall
+//! every other queue of this poller. The request waits in `Queue::auth_req` (counted in
+//! `elsewhere`) and the authenticator travels with the step; the host runs one step at a time.
 
 use raidline_auth::{Authenticator, Event, Outcome};
 use raidline_fabric::{Fabric, RemoteBuf};
@@ -21,12 +24,17 @@ use raidline_proto::text::Nqn;
 use raidline_proto::{SglDescriptor, Status, StatusCode};
 
 use super::super::queue::{Queue, Req, Step};
+use super::super::{AuthJob, AuthOp, AuthResult, ControlMsg};
 use super::{location, AfterBuf, Poller};
 use crate::registry::Served;
 
 /// The largest Authentication Send or Receive accepted (an ffdhe8192 Challenge with SHA-512 is
 /// 1,104 bytes; Linux sends and asks for at most 4,096).
 const MAX_AUTH_LEN: u32 = 64 << 10;
+
+fn count(c: &std::sync::atomic::AtomicU64) {
+    c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
 
 /// How a controller's admin queue stands, for `raidline status`.
 pub(crate) fn describe(outcome: Option<Outcome>, pending: bool) -> String {
@@ -99,6 +107,11 @@ impl<F: Fabric> Poller<F> {
             let st = Status::new(StatusCode::DATA_SGL_LENGTH_INVALID).dnr();
             return self.respond(q, req, st, 0);
         }
+        if q.auth_req.is_some() {
+            // The host runs one step at a time; a second one now is out of sequence.
+            let st = Status::new(StatusCode::COMMAND_SEQUENCE_ERROR).dnr();
+            return self.respond(q, req, st, 0);
+        }
         match a.direction {
             AuthDirection::Send => {
                 let loc = match location(&a.sgl) {
@@ -113,58 +126,94 @@ impl<F: Fabric> Poller<F> {
                     let st = Status::new(StatusCode::SGL_DESCRIPTOR_TYPE_INVALID).dnr();
                     return self.respond(q, req, st, 0);
                 };
-                let Some(auth) = q.auth.as_mut() else {
-                    return self.respond(q, req, invalid, 0);
-                };
-                let was = auth.authenticated();
-                match auth.receive(a.length as usize) {
-                    Err(need) => {
-                        tracing::warn!(
-                            "controller {} queue {}: Authentication Receive of {} bytes, the message needs {need}",
-                            q.cntlid,
-                            q.proto.qid(),
-                            a.length
-                        );
-                        self.respond(q, req, invalid, 0)
-                    }
-                    Ok(bytes) => {
-                        let now = auth.authenticated();
-                        if was.is_some() && now.is_none() {
-                            self.auth_lost(q, "a Failure1 was sent");
-                        } else if now.is_some() {
-                            // Success1 of a one-way exchange: nothing changes.
-                        }
-                        req.status = Status::SUCCESS;
-                        req.result = 0;
-                        let len = bytes.len();
-                        let remote = RemoteBuf {
-                            addr: address,
-                            rkey: key,
-                        };
-                        self.with_buffer(q, req, len, AfterBuf::AdminOut(bytes, remote));
-                    }
-                }
+                req.remote = Some(RemoteBuf {
+                    addr: address,
+                    rkey: key,
+                });
+                self.auth_step(q, req, AuthOp::Receive(a.length as usize));
             }
         }
     }
 
     /// An Authentication Send's payload is here.
     pub(super) fn auth_data(&mut self, q: &mut Queue<F>, mut req: Box<Req>) {
-        let event = match q.auth.as_mut() {
-            Some(a) => a.send(req.data_bytes()),
-            None => {
-                self.drop_data(&mut req);
-                let st = Status::new(StatusCode::COMMAND_SEQUENCE_ERROR).dnr();
-                return self.respond(q, req, st, 0);
-            }
-        };
+        let payload = req.data_bytes().to_vec();
         self.drop_data(&mut req);
+        self.auth_step(q, req, AuthOp::Send(payload));
+    }
+
+    /// Hands the step to the control thread, the request parked until it answers.
+    fn auth_step(&mut self, q: &mut Queue<F>, req: Box<Req>, op: AuthOp) {
+        let Some(auth) = q.auth.take() else {
+            let st = Status::new(StatusCode::COMMAND_SEQUENCE_ERROR).dnr();
+            return self.respond(q, req, st, 0);
+        };
+        q.auth_req = Some(req);
+        q.elsewhere += 1;
+        self.shared.tell_control(ControlMsg::Auth(AuthJob {
+            poller: self.id,
+            conn: q.conn,
+            auth,
+            op,
+        }));
+    }
+
+    /// The control thread ran the step.
+    pub(super) fn auth_done(
+        &mut self,
+        q: &mut Queue<F>,
+        auth: Box<Authenticator>,
+        result: AuthResult,
+    ) {
+        let Some(mut req) = q.auth_req.take() else {
+            return;
+        };
+        q.elsewhere = q.elsewhere.saturating_sub(1);
+        // Before this step the queue was authenticated exactly when it no longer waits for it.
+        let was = !q.proto.auth_pending();
+        let now = auth.authenticated().is_some();
+        let host = auth.hostnqn().to_string();
+        q.auth = Some(auth);
+        if q.closing {
+            return self.recycle(req);
+        }
+        let invalid = Status::new(StatusCode::INVALID_FIELD).dnr();
+        match result {
+            AuthResult::Received(Err(need)) => {
+                tracing::warn!(
+                    "controller {} queue {}: Authentication Receive of {} bytes from host {host}, the message needs {need}",
+                    q.cntlid,
+                    q.proto.qid(),
+                    req.sqe.cdw(11)
+                );
+                self.respond(q, req, invalid, 0)
+            }
+            AuthResult::Received(Ok(bytes)) => {
+                if was && !now {
+                    self.auth_lost(q, "a Failure1 was sent");
+                }
+                let Some(remote) = req.remote.take() else {
+                    return self.respond(q, req, Status::new(StatusCode::INTERNAL_ERROR), 0);
+                };
+                req.status = Status::SUCCESS;
+                req.result = 0;
+                let len = bytes.len();
+                self.with_buffer(q, req, len, AfterBuf::AdminOut(bytes, remote));
+            }
+            AuthResult::Sent(event) => {
+                self.auth_event(q, &host, event);
+                self.respond(q, req, Status::SUCCESS, 0);
+            }
+        }
+    }
+
+    fn auth_event(&mut self, q: &mut Queue<F>, host: &str, event: Event) {
         let peer = self.peer_of(q);
-        let host = q.auth.as_ref().map_or("", |a| a.hostnqn()).to_string();
         let (cntlid, qid) = (q.cntlid, q.proto.qid());
         match event {
             Event::Progress => {}
             Event::Authenticated(o) => {
+                count(&self.shared.data_path.auth_authenticated);
                 q.proto.authenticated(true);
                 let how = describe(Some(o), false);
                 if qid == 0 {
@@ -173,16 +222,18 @@ impl<F: Fabric> Poller<F> {
                     );
                     self.set_ctrl_auth(cntlid, how);
                 } else {
-                    tracing::debug!("controller {cntlid} queue {qid}: authenticated with {how}");
+                    tracing::info!("controller {cntlid} queue {qid}: authenticated with {how}");
                 }
             }
             Event::Refused { explanation, why } => {
+                count(&self.shared.data_path.auth_refused);
                 tracing::warn!(
                     "controller {cntlid} queue {qid}: authentication of host {host} ({peer}) refused: {why} (Failure1, reason explanation {explanation:#04x})"
                 );
                 self.auth_lost(q, &format!("refused: {why}"));
             }
             Event::HostFailed { explanation } => {
+                count(&self.shared.data_path.auth_host_failed);
                 tracing::warn!(
                     "controller {cntlid} queue {qid}: host {host} ({peer}) ended authentication with Failure2 (reason explanation {explanation:#04x}){}",
                     if explanation == raidline_proto::auth::explanation::FAILED {
@@ -194,7 +245,6 @@ impl<F: Fabric> Poller<F> {
                 self.auth_lost(q, "the host sent Failure2");
             }
         }
-        self.respond(q, req, Status::SUCCESS, 0);
     }
 
     fn auth_lost(&mut self, q: &mut Queue<F>, why: &str) {
