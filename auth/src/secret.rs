@@ -166,6 +166,24 @@ mod tests {
         );
     }
 
+    /// Known answers from Linux's own code: libnvme 1.3 (nvme-cli 2.3) transforms a given key
+    /// as the kernel's `nvme_auth_transform_key` does and prints the result:
+    /// `nvme gen-dhchap-key --secret=<hex of bytes 0, 1, 2, …> --hmac=M --nqn=NQN`.
+    #[test]
+    fn transformation_matches_libnvme() {
+        let nqn = "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-000000000001";
+        for (h, printed) in [
+            (HashFn::Sha256, "DHHC-1:01:bHuByyp0b3RFSx1xQPMVO1HKmUWfzveoahfydpW4fNgSLMVm:"),
+            (HashFn::Sha384, "DHHC-1:02:yRbznXvUOKyUzpjxLyIgLGvEOxsb9/CBo2/XbRG0sXMHJv918yV2tXSc+gbRp7T1eXmwtA==:"),
+            (HashFn::Sha512, "DHHC-1:03:XaedOIjF3axQewl4QMTIr4xwmePzL78hYgnSQQP1S88iKE5wNLtXmomXR19QrsC/88ytGEVjd56B9IxAUHG5cMGgMCQ=:"),
+        ] {
+            let raw: Vec<u8> = (0..h.len() as u8).collect();
+            let ours = Secret::from_key(&raw, Some(h)).unwrap().transformed(nqn);
+            let linux = Secret::parse(printed).unwrap();
+            assert_eq!(*ours, *linux.key, "{h}");
+        }
+    }
+
     #[test]
     fn untransformed_keys_are_used_as_they_are() {
         let s = Secret::from_key(&[7; 48], None).unwrap();
