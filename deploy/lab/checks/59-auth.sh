@@ -153,6 +153,25 @@ dev=$(lab_nvme_dev "$nqn" 30)
 FIO_VERIFY_SIZE=64m lab_fio raidline-auth "$dev" verify-crc32c
 results+=("raidline  sha512/ffdhe2048 bidirectional: fio verify-crc32c 64 MiB, 0 errors")
 
+lab_log "3b. re-authentication the host asks for (a write to its dhchap_secret)"
+ctrl=""
+for c in /sys/class/nvme/nvme*; do
+  [ "$(cat "$c/subsysnqn" 2>/dev/null)" = "$nqn" ] && ctrl=$c && break
+done
+[ -n "$ctrl" ] || lab_fail "no controller of $nqn in /sys/class/nvme"
+m=$(mark) k=$(kmark)
+cat "$keys/host4.key" > "$ctrl/dhchap_secret"
+ok=0
+for _ in $(seq 300); do
+  n=$(since "$m" | grep -c "host $(hn 4) ([^)]*) authenticated with hmac(sha512) ffdhe2048 bidirectional" || true)
+  [ "$n" -ge 1 ] && ok=1 && break
+  sleep 0.1
+done
+[ "$ok" = 1 ] || { ksince "$k"; since "$m" | tail -n 10; lab_fail "no re-authentication within 30 s"; }
+ksince "$k" | grep -q "re-authenticating controller" || lab_fail "the kernel did not say it re-authenticates"
+dd if="$dev" of=/dev/null bs=64k count=16 iflag=direct status=none || lab_fail "read after re-authentication"
+results+=("raidline  re-authentication on the host's request (sysfs dhchap_secret): authenticated again, I/O continues")
+
 lab_log "4. restart under a connected host: it authenticates again by itself"
 head -c 4M /dev/urandom > "$out/block"
 dd if="$out/block" of="$dev" bs=1M seek=100 oflag=direct status=none conv=fsync || lab_fail "write before restart"
