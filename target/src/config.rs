@@ -114,7 +114,7 @@ struct RawConfig {
 #[serde(deny_unknown_fields)]
 struct RawTarget {
     #[serde(default = "default_listen")]
-    listen: Vec<Spanned<String>>,
+    listen: Spanned<Vec<Spanned<String>>>,
     #[serde(default = "default_cores")]
     cores: Spanned<u32>,
     #[serde(default = "default_storage_workers")]
@@ -149,9 +149,9 @@ impl Default for RawTarget {
     }
 }
 
-fn default_listen() -> Vec<Spanned<String>> {
+fn default_listen() -> Spanned<Vec<Spanned<String>>> {
     // 4420 is the IANA port for NVMe-oF; all addresses.
-    vec![Spanned::new(0..0, "0.0.0.0:4420".to_owned())]
+    Spanned::new(0..0, vec![Spanned::new(0..0, "0.0.0.0:4420".to_owned())])
 }
 /// Array requests one poller keeps in flight per namespace: each worker thread runs one request
 /// (read, read-modify-write, reconstruct-write) at a time on its own io_uring. 16 matches the
@@ -191,7 +191,7 @@ struct RawTransport {
 struct RawCc {
     algorithm: Option<Spanned<String>>,
     #[serde(default)]
-    params: toml::Table,
+    params: std::collections::BTreeMap<String, Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize)]
@@ -445,7 +445,7 @@ impl Config {
         let t = &raw.target;
 
         let mut listen = Vec::new();
-        for l in &t.listen {
+        for l in t.listen.get_ref() {
             match l.get_ref().parse::<SocketAddr>() {
                 Ok(a) => listen.push(a),
                 Err(_) => {
@@ -457,7 +457,10 @@ impl Config {
             }
         }
         if listen.is_empty() {
-            return cx.err(0..0, "target.listen is empty: nothing to serve on");
+            return cx.err(
+                t.listen.span(),
+                "target.listen is empty: nothing to serve on (the NVMe-oF port is 4420, e.g. [\"0.0.0.0:4420\"])",
+            );
         }
         let cores = cx.range(&t.cores, 1, 256, "target.cores")?;
         let storage_workers = cx.range(&t.storage_workers, 1, 256, "target.storage_workers")?;
@@ -857,27 +860,31 @@ fn cc_config(cx: &Ctx<'_>, c: &RawCc) -> Result<CcConfig, ConfigError> {
         || crate::daemon::pacing::PACING_OFF.to_owned(),
         |a| a.get_ref().clone(),
     );
+    // The algorithm is checked at its line, and each parameter at its own.
+    let mut checked = if algorithm == crate::daemon::pacing::PACING_OFF {
+        None
+    } else {
+        match crate::daemon::pacing::Algorithm::by_name(&algorithm) {
+            Ok(a) => Some(a),
+            Err(e) => {
+                let span = c.algorithm.as_ref().map_or(0..0, |a| a.span());
+                return cx.err(span, format!("[cc]: {e}"));
+            }
+        }
+    };
     let mut params = Vec::new();
     for (k, v) in &c.params {
-        let x = match v {
+        let x = match v.get_ref() {
             toml::Value::Integer(i) => *i as f64,
             toml::Value::Float(f) => *f,
-            _ => {
-                let span = c.algorithm.as_ref().map_or(0..0, |a| a.span());
-                return cx.err(span, format!("cc.params.{k} must be a number"));
+            _ => return cx.err(v.span(), format!("cc.params.{k} must be a number")),
+        };
+        if let Some(a) = checked.as_mut() {
+            if let Err(e) = a.set(k, x) {
+                return cx.err(v.span(), format!("[cc.params]: {e}"));
             }
-        };
-        params.push((k.clone(), x));
-    }
-    if algorithm != crate::daemon::pacing::PACING_OFF {
-        let spec = crate::daemon::CcSpec {
-            algorithm: algorithm.clone(),
-            params: params.clone(),
-        };
-        if let Err(e) = spec.build() {
-            let span = c.algorithm.as_ref().map_or(0..0, |a| a.span());
-            return cx.err(span, format!("[cc]: {e}"));
         }
+        params.push((k.clone(), x));
     }
     Ok(CcConfig { algorithm, params })
 }

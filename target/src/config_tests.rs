@@ -125,14 +125,27 @@ fn cc_algorithm_and_params_are_checked_at_load() {
     let (l, c, m) = invalid("[cc]\nalgorithm = \"cubic\"\n");
     assert_eq!((l, c), (2, 13));
     assert!(m.contains("unknown algorithm `cubic`"), "{m}");
-    let (l, _, m) = invalid("[cc]\nalgorithm = \"fixed\"\n[cc.params]\nspeed = 1\n");
-    assert_eq!(l, 2);
+    // Issue 20 item 7: a parameter's error points at its own line and value.
+    let (l, c, m) = invalid("[cc]\nalgorithm = \"fixed\"\n[cc.params]\nspeed = 1\n");
+    assert_eq!((l, c), (4, 9));
     assert!(
         m.contains("unknown parameter `speed` for algorithm `fixed`"),
         "{m}"
     );
-    let (_, _, m) = invalid("[cc]\nalgorithm = \"rtt-aimd\"\n[cc.params]\nbeta = 2.0\n");
+    let (l, c, m) =
+        invalid("[cc]\nalgorithm = \"rtt-aimd\"\n[cc.params]\nai_mbps = 10\nbeta = 2.0\n");
+    assert_eq!((l, c), (5, 8));
     assert!(m.contains("`beta` = 2 is outside [0, 1]"), "{m}");
+    let (l, c, m) = invalid("[cc]\nalgorithm = \"fixed\"\n[cc.params]\nrate_mbps = \"fast\"\n");
+    assert_eq!((l, c), (4, 13));
+    assert!(m.contains("cc.params.rate_mbps must be a number"), "{m}");
+}
+
+#[test]
+fn an_empty_listen_points_at_its_line() {
+    let (l, c, m) = invalid("[target]\ncores = 1\nlisten = []\n");
+    assert_eq!((l, c), (3, 10));
+    assert!(m.contains("target.listen is empty"), "{m}");
 }
 
 #[test]
