@@ -1,15 +1,18 @@
 //! The `raidline` command line: the daemon (`run`), a configuration check, and the operator
 //! commands that talk to a running daemon over the management socket (`crate::mgmt`).
 //!
-//! [`parse`] turns the arguments (without the program name) into a [`Command`] or a
-//! [`UsageError`] whose message names the offending argument; it never reads files or the
-//! environment. [`run_client`] executes every command except `run` (which the binary's `main`
-//! hands to the daemon) and returns the process exit status: [`EXIT_OK`], [`EXIT_FAILED`] (the
-//! daemon refused, or the configuration is invalid), [`EXIT_USAGE`] (for `main` to use on a
-//! `UsageError`), [`EXIT_UNREACHABLE`] (no daemon answered properly).
+//! The grammar is clap's ([`Cli`], derive): help for every command (`raidline status --help`),
+//! `--version`, shell completions (`raidline completions bash|zsh|fish`) and a man page
+//! (`raidline man`) from the same definitions. [`parse`] turns the arguments into a
+//! [`Command`] or a clap error (usage errors exit 2, `--help` and `--version` print and exit 0:
+//! `clap::Error::exit`); it never reads files or the environment. [`run_client`] executes
+//! every command except `run` (which the binary's `main` hands to the daemon) and returns the
+//! process exit status: [`EXIT_OK`], [`EXIT_FAILED`] (the daemon refused, or the configuration
+//! is invalid), [`EXIT_UNREACHABLE`] (no daemon answered properly).
 //!
-//! Options take their value as `--opt VALUE` or `--opt=VALUE`, may come before or after the
-//! command's words, and `--` ends options (for a device path that starts with `-`).
+//! Options take their value as `--opt VALUE` or `--opt=VALUE`; `--socket` may come anywhere,
+//! a command's own options after its name; `--` ends options (for a device path that starts
+//! with `-`).
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -33,61 +36,12 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 pub const EXIT_OK: i32 = 0;
 /// Exit status: the daemon refused the operation, or the configuration is invalid.
 pub const EXIT_FAILED: i32 = 1;
-/// Exit status: the command line is wrong.
+/// Exit status: the command line is wrong (clap's, for usage errors).
 pub const EXIT_USAGE: i32 = 2;
 /// Exit status: no daemon answered on the socket (or its answer was unusable).
 pub const EXIT_UNREACHABLE: i32 = 3;
 /// Exit status: `run_client` was handed `run`, which only the daemon executes (EX_SOFTWARE).
 pub const EXIT_INTERNAL: i32 = 70;
-
-/// The help text.
-pub const USAGE: &str = "\
-usage: raidline [run] [--config PATH]
-       raidline check-config [PATH]
-       raidline status [--socket PATH] [--json]
-       raidline array fail ARRAY MEMBER [--socket PATH]
-       raidline array add-spare ARRAY PATH [--socket PATH]
-       raidline array replace ARRAY OLD NEW [--socket PATH]
-       raidline array scrub ARRAY [--socket PATH]
-       raidline array start [--accept-dirty-degraded] ARRAY [--socket PATH]
-       raidline ns enable|disable SUBSYSTEM NSID [--socket PATH]
-       raidline cc show [--socket PATH]
-       raidline cc set PARAM VALUE [--socket PATH]
-       raidline --help | --version
-
-commands:
-  run             serve NVMe-oF over RDMA (the default; under systemd, see raidline.service)
-  check-config    validate a configuration file and print what it sets up
-  status          arrays, members, rebuild/scrub progress, subsystems, controllers and
-                  their queue pairs with rate and RTT, from the running daemon
-  array fail      mark a member failed (the array runs degraded, a spare takes over)
-  array add-spare add a hot spare
-  array replace   copy OLD onto NEW while OLD keeps serving (the array stays redundant),
-                  then retire OLD
-  array scrub     read every stripe and check parity
-  array start     assemble an array that did not start (state refused in raidline status)
-                  and serve its namespaces; with --accept-dirty-degraded even over an
-                  unclean stop with a member missing that no log covers (the missing
-                  member's data written at the time may read back wrong: status lists where)
-  ns disable      take a namespace offline: hosts get a namespace-change notice and drop
-                  it; I/O already accepted finishes, new I/O gets Internal Path Error
-  ns enable       serve it again (same identifiers); hosts rescan and re-add it
-                  (neither survives a restart: every configured namespace starts enabled)
-  cc show         the congestion-control algorithm and its parameters (value, range, meaning)
-  cc set          change one parameter on every queue pair (range-checked; the algorithm
-                  itself is chosen in the configuration)
-
-options:
-  --config PATH   configuration file (default /etc/raidline/raidline.toml)
-  --socket PATH   the daemon's management socket (default /run/raidline/raidline.sock)
-  --json          print the status report as JSON
-  --accept-dirty-degraded
-                  array start: accept an unclean degraded stop that no log covers
-  -h, --help      this text
-  -V, --version   the version
-
-exit status: 0 done, 1 refused or invalid, 2 usage error, 3 daemon not reachable
-";
 
 /// A parsed command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,10 +88,13 @@ pub enum Command {
         /// What to do.
         op: CcOp,
     },
-    /// Print the usage text.
-    Help,
-    /// Print the version.
-    Version,
+    /// Print a shell completion script.
+    Completions {
+        /// For this shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff).
+    Man,
 }
 
 /// An array operation.
@@ -227,310 +184,281 @@ impl ArrayOp {
     }
 }
 
-/// A command line that does not parse; the message names what is wrong.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct UsageError {
-    message: String,
+const AFTER_HELP: &str =
+    "exit status: 0 done, 1 refused or invalid, 2 usage error, 3 daemon not reachable";
+
+/// `raidline`: the NVMe-oF/RDMA RAID-5 target and its management client.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "raidline",
+    version,
+    about = "Raidline: a RAID-5 of local NVMe drives served as one NVMe-oF namespace over RDMA",
+    after_help = AFTER_HELP,
+    disable_help_subcommand = true
+)]
+pub struct Cli {
+    /// Configuration file, for `run` (the default command) [default: /etc/raidline/raidline.toml]
+    #[arg(long, value_name = "PATH", value_parser = nonempty_path)]
+    config: Option<PathBuf>,
+    /// The daemon's management socket [default: /run/raidline/raidline.sock]
+    #[arg(long, global = true, value_name = "PATH", value_parser = nonempty_path)]
+    socket: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Sub>,
 }
 
-impl UsageError {
-    fn new(message: impl Into<String>) -> UsageError {
-        UsageError {
-            message: message.into(),
-        }
+#[derive(Debug, clap::Subcommand)]
+enum Sub {
+    /// Serve NVMe-oF over RDMA (the default; under systemd, see raidline.service)
+    Run {
+        /// Configuration file [default: /etc/raidline/raidline.toml]
+        #[arg(long, value_name = "PATH", value_parser = nonempty_path)]
+        config: Option<PathBuf>,
+    },
+    /// Validate a configuration file and print what it sets up
+    CheckConfig {
+        /// Configuration file
+        #[arg(value_name = "PATH", default_value = DEFAULT_CONFIG)]
+        config: PathBuf,
+    },
+    /// Arrays, members, rebuild/scrub progress, subsystems, controllers and their queue pairs
+    /// with rate and RTT, from the running daemon
+    Status {
+        /// Print the status report as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Operate on an array of the running daemon
+    #[command(subcommand)]
+    Array(ArraySub),
+    /// Take a namespace offline or serve it again
+    #[command(subcommand)]
+    Ns(NsSub),
+    /// Show or change the congestion-control parameters of every queue pair
+    #[command(subcommand)]
+    Cc(CcSub),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions {
+        /// The shell
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff: `raidline man | man -l -`)
+    Man,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum ArraySub {
+    /// Mark a member failed (the array runs degraded, a spare takes over)
+    Fail {
+        /// Array name
+        #[arg(value_parser = nonempty)]
+        array: String,
+        /// The member's device path
+        #[arg(value_parser = nonempty)]
+        member: String,
+    },
+    /// Add a hot spare
+    AddSpare {
+        /// Array name
+        #[arg(value_parser = nonempty)]
+        array: String,
+        /// The spare's device path
+        #[arg(value_parser = nonempty)]
+        path: String,
+    },
+    /// Copy OLD onto NEW while OLD keeps serving (the array stays redundant), then retire OLD
+    Replace {
+        /// Array name
+        #[arg(value_parser = nonempty)]
+        array: String,
+        /// The member to replace
+        #[arg(value_parser = nonempty)]
+        old: String,
+        /// The replacement device
+        #[arg(value_parser = nonempty)]
+        new: String,
+    },
+    /// Read every stripe and check parity
+    Scrub {
+        /// Array name
+        #[arg(value_parser = nonempty)]
+        array: String,
+    },
+    /// Assemble an array that did not start (state refused in `raidline status`) and serve its
+    /// namespaces
+    Start {
+        /// Array name
+        #[arg(value_parser = nonempty)]
+        array: String,
+        /// Start even over an unclean stop with a member missing that no log covers (the
+        /// missing member's data written at the time may read back wrong: status lists where)
+        #[arg(long)]
+        accept_dirty_degraded: bool,
+    },
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum NsSub {
+    /// Serve the namespace again (same identifiers); hosts rescan and re-add it
+    Enable {
+        /// Subsystem NQN
+        #[arg(value_parser = nonempty)]
+        subsystem: String,
+        /// Namespace id
+        #[arg(value_parser = nsid)]
+        nsid: u32,
+    },
+    /// Take the namespace offline: hosts get a namespace-change notice and drop it; I/O
+    /// already accepted finishes, new I/O gets Internal Path Error (neither survives a
+    /// restart: every configured namespace starts enabled)
+    Disable {
+        /// Subsystem NQN
+        #[arg(value_parser = nonempty)]
+        subsystem: String,
+        /// Namespace id
+        #[arg(value_parser = nsid)]
+        nsid: u32,
+    },
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum CcSub {
+    /// The algorithm and its parameters (value, range, meaning)
+    Show,
+    /// Change one parameter on every queue pair (range-checked; the algorithm itself is
+    /// chosen in the configuration)
+    Set {
+        /// Parameter name (see `raidline cc show`)
+        #[arg(value_parser = nonempty)]
+        param: String,
+        /// New value
+        #[arg(value_parser = finite, allow_hyphen_values = true)]
+        value: String,
+    },
+}
+
+fn nonempty(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        Err("must not be empty".into())
+    } else {
+        Ok(s.to_owned())
     }
 }
 
-/// Options that take a value.
-const VALUED: [&str; 2] = ["config", "socket"];
-/// Options that do not.
-const FLAGS: [&str; 4] = ["help", "version", "json", "accept-dirty-degraded"];
+fn nonempty_path(s: &str) -> Result<PathBuf, String> {
+    nonempty(s).map(PathBuf::from)
+}
+
+fn nsid(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(n) if n != 0 && n < 0xFFFF_FFF0 => Ok(n),
+        _ => Err(format!("'{s}' is not a namespace id (1..4294967279)")),
+    }
+}
+
+fn finite(s: &str) -> Result<String, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(s.to_owned()),
+        _ => Err(format!("'{s}' is not a number")),
+    }
+}
+
+/// The command line's definition, for completions and the man page.
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
 
 /// Parses the arguments after the program name.
-pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, UsageError> {
-    let mut words: Vec<String> = Vec::new();
-    let mut opts: Vec<(&'static str, Option<String>)> = Vec::new();
-    let mut it = args.into_iter();
-    while let Some(arg) = it.next() {
-        if arg == "--" {
-            words.extend(it.by_ref());
-            break;
-        }
-        if let Some(long) = arg.strip_prefix("--") {
-            let (name, inline) = match long.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_owned())),
-                None => (long, None),
-            };
-            if let Some(&flag) = FLAGS.iter().find(|&&f| f == name) {
-                if inline.is_some() {
-                    return Err(UsageError::new(format!("option '--{flag}' takes no value")));
-                }
-                opts.push((flag, None));
-            } else if let Some(&opt) = VALUED.iter().find(|&&o| o == name) {
-                let value = match inline {
-                    Some(v) => Some(v),
-                    None => it.next().filter(|v| !v.starts_with("--")),
-                };
-                match value {
-                    Some(v) if !v.is_empty() => opts.push((opt, Some(v))),
-                    _ => return Err(UsageError::new(format!("option '--{opt}' needs a value"))),
-                }
-            } else {
-                return Err(UsageError::new(format!("unknown option '--{name}'")));
-            }
-        } else if arg == "-h" {
-            opts.push(("help", None));
-        } else if arg == "-V" {
-            opts.push(("version", None));
-        } else if arg.len() > 1 && arg.starts_with('-') {
-            return Err(UsageError::new(format!("unknown option '{arg}'")));
-        } else {
-            words.push(arg);
-        }
+pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, clap::Error> {
+    use clap::Parser;
+    let cli = Cli::try_parse_from(std::iter::once("raidline".to_owned()).chain(args))?;
+    let socket = cli
+        .socket
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET));
+    let misplaced = |what: &str, cmd: &str| {
+        let mut c = command();
+        c.error(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!("{what} does not apply to 'raidline {cmd}'"),
+        )
+    };
+    if cli.socket.is_some()
+        && matches!(
+            cli.command,
+            None | Some(
+                Sub::Run { .. } | Sub::CheckConfig { .. } | Sub::Completions { .. } | Sub::Man
+            )
+        )
+    {
+        let name = match &cli.command {
+            None | Some(Sub::Run { .. }) => "run",
+            Some(Sub::CheckConfig { .. }) => "check-config",
+            Some(Sub::Completions { .. }) => "completions",
+            _ => "man",
+        };
+        return Err(misplaced("option '--socket'", name));
     }
-    if opts.iter().any(|(o, _)| *o == "help") {
-        return Ok(Command::Help);
-    }
-    if opts.iter().any(|(o, _)| *o == "version") {
-        return Ok(Command::Version);
-    }
-
-    let mut words = words.into_iter();
-    let command = words.next();
-    let rest: Vec<String> = words.collect();
-    match command.as_deref() {
-        None | Some("run") => {
-            let mut o = Opts::take(opts, "raidline run", &["config"])?;
-            no_words("raidline run", &rest)?;
-            Ok(Command::Run {
-                config: o.path("config", DEFAULT_CONFIG),
-            })
+    let config = match (&cli.command, cli.config) {
+        (None, c) => c,
+        (Some(Sub::Run { config: Some(_) }), Some(_)) => {
+            return Err(command().error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "option '--config' given twice",
+            ))
         }
-        Some("check-config") => {
-            Opts::take(opts, "raidline check-config", &[])?;
-            let config = match rest.as_slice() {
-                [] => PathBuf::from(DEFAULT_CONFIG),
-                [p] => PathBuf::from(p),
-                [_, extra, ..] => {
-                    return Err(UsageError::new(format!(
-                        "unexpected argument '{extra}': 'raidline check-config' takes one PATH"
-                    )))
-                }
-            };
-            Ok(Command::CheckConfig { config })
+        (Some(Sub::Run { config }), c) => config.clone().or(c),
+        (Some(_), Some(_)) => {
+            return Err(command().error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "option '--config' applies to 'raidline run' only",
+            ))
         }
-        Some("status") => {
-            let mut o = Opts::take(opts, "raidline status", &["socket", "json"])?;
-            no_words("raidline status", &rest)?;
-            Ok(Command::Status {
-                socket: o.path("socket", DEFAULT_SOCKET),
-                json: o.flag("json"),
-            })
-        }
-        Some("array") => {
-            let mut o = Opts::take(opts, "raidline array", &["socket", "accept-dirty-degraded"])?;
-            let mut op = array_op(&rest)?;
-            let accept = o.flag("accept-dirty-degraded");
-            match &mut op {
-                ArrayOp::Start {
+        (Some(_), None) => None,
+    };
+    let config = config.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
+    Ok(match cli.command {
+        None | Some(Sub::Run { .. }) => Command::Run { config },
+        Some(Sub::CheckConfig { config }) => Command::CheckConfig { config },
+        Some(Sub::Status { json }) => Command::Status { socket, json },
+        Some(Sub::Array(a)) => Command::Array {
+            socket,
+            op: match a {
+                ArraySub::Fail { array, member } => ArrayOp::Fail { array, member },
+                ArraySub::AddSpare { array, path } => ArrayOp::AddSpare { array, path },
+                ArraySub::Replace { array, old, new } => ArrayOp::Replace { array, old, new },
+                ArraySub::Scrub { array } => ArrayOp::Scrub { array },
+                ArraySub::Start {
+                    array,
                     accept_dirty_degraded,
-                    ..
-                } => *accept_dirty_degraded = accept,
-                _ if accept => {
-                    return Err(UsageError::new(
-                        "option '--accept-dirty-degraded' applies only to 'raidline array start'",
-                    ))
-                }
-                _ => {}
-            }
-            Ok(Command::Array {
-                socket: o.path("socket", DEFAULT_SOCKET),
-                op,
-            })
-        }
-        Some("ns") => {
-            let mut o = Opts::take(opts, "raidline ns", &["socket"])?;
-            let (enable, subsystem, nsid) = ns_op(&rest)?;
-            Ok(Command::Ns {
-                socket: o.path("socket", DEFAULT_SOCKET),
+                } => ArrayOp::Start {
+                    array,
+                    accept_dirty_degraded,
+                },
+            },
+        },
+        Some(Sub::Ns(n)) => {
+            let (enable, subsystem, nsid) = match n {
+                NsSub::Enable { subsystem, nsid } => (true, subsystem, nsid),
+                NsSub::Disable { subsystem, nsid } => (false, subsystem, nsid),
+            };
+            Command::Ns {
+                socket,
                 enable,
                 subsystem,
                 nsid,
-            })
+            }
         }
-        Some("cc") => {
-            let mut o = Opts::take(opts, "raidline cc", &["socket"])?;
-            Ok(Command::Cc {
-                socket: o.path("socket", DEFAULT_SOCKET),
-                op: cc_op(&rest)?,
-            })
-        }
-        Some(other) => Err(UsageError::new(format!(
-            "unknown command '{other}' (run, check-config, status, array, ns, cc)"
-        ))),
-    }
-}
-
-fn array_op(words: &[String]) -> Result<ArrayOp, UsageError> {
-    let Some((sub, args)) = words.split_first() else {
-        return Err(UsageError::new(
-            "'raidline array' needs a command: fail, add-spare, replace, scrub or start",
-        ));
-    };
-    type Build = fn(&[String]) -> ArrayOp;
-    let (names, op): (&[&str], Build) = match sub.as_str() {
-        "fail" => (&["ARRAY", "MEMBER"], |a| ArrayOp::Fail {
-            array: a[0].clone(),
-            member: a[1].clone(),
-        }),
-        "add-spare" => (&["ARRAY", "PATH"], |a| ArrayOp::AddSpare {
-            array: a[0].clone(),
-            path: a[1].clone(),
-        }),
-        "replace" => (&["ARRAY", "OLD", "NEW"], |a| ArrayOp::Replace {
-            array: a[0].clone(),
-            old: a[1].clone(),
-            new: a[2].clone(),
-        }),
-        "scrub" => (&["ARRAY"], |a| ArrayOp::Scrub {
-            array: a[0].clone(),
-        }),
-        // The flag is set by the caller from `--accept-dirty-degraded`.
-        "start" => (&["ARRAY"], |a| ArrayOp::Start {
-            array: a[0].clone(),
-            accept_dirty_degraded: false,
-        }),
-        other => {
-            return Err(UsageError::new(format!(
-                "unknown array command '{other}' (fail, add-spare, replace, scrub, start)"
-            )))
-        }
-    };
-    let want = names.join(" ");
-    if args.len() < names.len() {
-        return Err(UsageError::new(format!(
-            "'raidline array {sub}' needs {want}; missing {}",
-            names[args.len()..].join(" ")
-        )));
-    }
-    if let Some(extra) = args.get(names.len()) {
-        return Err(UsageError::new(format!(
-            "unexpected argument '{extra}': 'raidline array {sub}' takes {want}"
-        )));
-    }
-    if let Some((i, _)) = args.iter().enumerate().find(|(_, a)| a.is_empty()) {
-        return Err(UsageError::new(format!(
-            "'raidline array {sub}': {} is empty",
-            names[i]
-        )));
-    }
-    Ok(op(args))
-}
-
-fn ns_op(words: &[String]) -> Result<(bool, String, u32), UsageError> {
-    let (enable, args) = match words.split_first() {
-        None => {
-            return Err(UsageError::new(
-                "'raidline ns' needs a command: enable or disable",
-            ))
-        }
-        Some((w, args)) if w == "enable" => (true, args),
-        Some((w, args)) if w == "disable" => (false, args),
-        Some((other, _)) => {
-            return Err(UsageError::new(format!(
-                "unknown ns command '{other}' (enable, disable)"
-            )))
-        }
-    };
-    let verb = if enable { "enable" } else { "disable" };
-    match args {
-        [sub, nsid] if !sub.is_empty() => match nsid.parse::<u32>() {
-            Ok(n) if n != 0 && n < 0xFFFF_FFF0 => Ok((enable, sub.clone(), n)),
-            _ => Err(UsageError::new(format!(
-                "'raidline ns {verb}': NSID '{nsid}' is not a namespace id (1..4294967279)"
-            ))),
+        Some(Sub::Cc(c)) => Command::Cc {
+            socket,
+            op: match c {
+                CcSub::Show => CcOp::Show,
+                CcSub::Set { param, value } => CcOp::Set { param, value },
+            },
         },
-        _ => Err(UsageError::new(format!(
-            "'raidline ns {verb}' takes SUBSYSTEM NSID"
-        ))),
-    }
-}
-
-fn cc_op(words: &[String]) -> Result<CcOp, UsageError> {
-    match words {
-        [] => Err(UsageError::new(
-            "'raidline cc' needs a command: show or set",
-        )),
-        [show] if show == "show" => Ok(CcOp::Show),
-        [show, extra, ..] if show == "show" => Err(UsageError::new(format!(
-            "unexpected argument '{extra}' for 'raidline cc show'"
-        ))),
-        [set, param, value] if set == "set" => {
-            if param.is_empty() {
-                return Err(UsageError::new("'raidline cc set': PARAM is empty"));
-            }
-            match value.parse::<f64>() {
-                Ok(v) if v.is_finite() => Ok(CcOp::Set {
-                    param: param.clone(),
-                    value: value.clone(),
-                }),
-                _ => Err(UsageError::new(format!(
-                    "'raidline cc set': VALUE '{value}' is not a number"
-                ))),
-            }
-        }
-        [set, ..] if set == "set" => Err(UsageError::new(
-            "'raidline cc set' takes PARAM VALUE (see 'raidline cc show')",
-        )),
-        [other, ..] => Err(UsageError::new(format!(
-            "unknown cc command '{other}' (show, set)"
-        ))),
-    }
-}
-
-fn no_words(cmd: &str, rest: &[String]) -> Result<(), UsageError> {
-    match rest.first() {
-        Some(extra) => Err(UsageError::new(format!(
-            "unexpected argument '{extra}' for '{cmd}'"
-        ))),
-        None => Ok(()),
-    }
-}
-
-/// The options of one command, checked for applicability and repetition.
-struct Opts(Vec<(&'static str, Option<String>)>);
-
-impl Opts {
-    fn take(
-        opts: Vec<(&'static str, Option<String>)>,
-        cmd: &str,
-        allowed: &[&str],
-    ) -> Result<Opts, UsageError> {
-        for (i, (name, _)) in opts.iter().enumerate() {
-            if !allowed.contains(name) {
-                return Err(UsageError::new(format!(
-                    "option '--{name}' does not apply to '{cmd}'"
-                )));
-            }
-            if opts[..i].iter().any(|(n, _)| n == name) {
-                return Err(UsageError::new(format!("option '--{name}' given twice")));
-            }
-        }
-        Ok(Opts(opts))
-    }
-
-    fn path(&mut self, name: &str, default: &str) -> PathBuf {
-        self.0
-            .iter_mut()
-            .find(|(n, _)| *n == name)
-            .and_then(|(_, v)| v.take())
-            .map_or_else(|| PathBuf::from(default), PathBuf::from)
-    }
-
-    fn flag(&self, name: &str) -> bool {
-        self.0.iter().any(|(n, _)| *n == name)
-    }
+        Some(Sub::Completions { shell }) => Command::Completions { shell },
+        Some(Sub::Man) => Command::Man,
+    })
 }
 
 /// Executes a client-side command, printing to stdout/stderr; returns the exit status.
@@ -541,14 +469,17 @@ pub fn run_client(cmd: &Command) -> i32 {
 fn run_client_to(cmd: &Command, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     // Printing can fail (a closed pipe); the exit status still tells what happened.
     match cmd {
-        Command::Help => {
-            let _ = out.write_all(USAGE.as_bytes());
+        Command::Completions { shell } => {
+            clap_complete::generate(*shell, &mut command(), "raidline", out);
             EXIT_OK
         }
-        Command::Version => {
-            let _ = writeln!(out, "raidline {}", env!("CARGO_PKG_VERSION"));
-            EXIT_OK
-        }
+        Command::Man => match clap_mangen::Man::new(command()).render(out) {
+            Ok(()) => EXIT_OK,
+            Err(e) => {
+                let _ = writeln!(err, "raidline: cannot print the man page: {e}");
+                EXIT_FAILED
+            }
+        },
         Command::Run { .. } => {
             let _ = writeln!(
                 err,
@@ -771,12 +702,15 @@ mod tests {
     use crate::mgmt::MgmtServer;
     use std::sync::Arc;
 
-    fn p(line: &str) -> Result<Command, UsageError> {
-        parse(line.split_whitespace().map(str::to_owned))
+    fn p(line: &str) -> Result<Command, String> {
+        parse(line.split_whitespace().map(str::to_owned)).map_err(|e| e.to_string())
     }
 
+    /// The error a line gives, and that it exits 2 like every usage error.
     fn err(line: &str) -> String {
-        p(line).unwrap_err().to_string()
+        let e = parse(line.split_whitespace().map(str::to_owned)).unwrap_err();
+        assert_eq!(e.exit_code(), EXIT_USAGE, "{line}: {e}");
+        e.to_string()
     }
 
     fn sock() -> PathBuf {
@@ -893,7 +827,7 @@ mod tests {
         for line in [
             "array start --accept-dirty-degraded array0",
             "array start array0 --accept-dirty-degraded",
-            "--accept-dirty-degraded array start array0",
+            "array --socket /run/raidline/raidline.sock start array0 --accept-dirty-degraded",
         ] {
             assert_eq!(
                 p(line),
@@ -918,25 +852,87 @@ mod tests {
         );
     }
 
+    /// Issue 20: help for every command (its own text, exit 0), --version everywhere.
     #[test]
-    fn help_and_version_win() {
-        for line in [
-            "--help",
-            "-h",
-            "status --help",
-            "array fail -h",
-            "run --config x -h",
+    fn help_per_command_and_version() {
+        use clap::error::ErrorKind;
+        let help = |line: &str| {
+            let e = parse(line.split_whitespace().map(str::to_owned)).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::DisplayHelp, "{line}");
+            assert_eq!(e.exit_code(), EXIT_OK, "{line}");
+            e.to_string()
+        };
+        let top = help("--help");
+        for cmd in [
+            "run",
+            "check-config",
+            "status",
+            "array",
+            "ns",
+            "cc",
+            "completions",
+            "man",
         ] {
-            assert_eq!(p(line), Ok(Command::Help), "{line}");
+            assert!(top.contains(cmd), "{cmd} missing from:\n{top}");
         }
-        for line in ["--version", "-V", "status -V"] {
-            assert_eq!(p(line), Ok(Command::Version), "{line}");
+        assert!(top.contains("exit status: 0 done"), "{top}");
+        let status = help("status --help");
+        assert!(
+            status.contains("Usage: raidline status") && status.contains("--json"),
+            "{status}"
+        );
+        assert!(!status.contains("check-config"), "{status}");
+        let start = help("array start -h");
+        assert!(
+            start.contains("--accept-dirty-degraded") && start.contains("<ARRAY>"),
+            "{start}"
+        );
+        assert!(help("cc set --help").contains("<PARAM> <VALUE>"));
+        for line in ["--version", "-V"] {
+            let e = parse(line.split_whitespace().map(str::to_owned)).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::DisplayVersion);
+            assert_eq!(
+                e.to_string(),
+                format!("raidline {}\n", env!("CARGO_PKG_VERSION"))
+            );
         }
     }
 
     #[test]
+    fn completions_and_man_page() {
+        for (shell, want) in [
+            ("bash", "complete -F _raidline"),
+            ("zsh", "#compdef raidline"),
+            ("fish", "complete -c raidline"),
+        ] {
+            let Ok(cmd @ Command::Completions { .. }) = p(&format!("completions {shell}")) else {
+                panic!("completions {shell}")
+            };
+            let (code, out, _) = run(&cmd);
+            assert_eq!(code, EXIT_OK);
+            assert!(
+                out.contains(want),
+                "{shell}: {}",
+                &out[..out.len().min(300)]
+            );
+            assert!(
+                out.contains("add-spare"),
+                "{shell}: the array commands are completed"
+            );
+        }
+        let (code, man, _) = run(&Command::Man);
+        assert_eq!(code, EXIT_OK);
+        assert!(
+            man.starts_with(".ie") || man.contains(".TH raidline"),
+            "{}",
+            &man[..200]
+        );
+        assert!(man.contains("check\\-config") || man.contains("check-config"));
+        assert!(err("completions tcsh").contains("invalid value 'tcsh'"));
+    }
+
+    #[test]
     fn cc_commands_parse_to_requests() {
-        let p = |line: &str| parse(line.split_whitespace().map(str::to_owned));
         let Ok(Command::Cc { socket, op }) = p("cc set rate_mbps 1600 --socket /s") else {
             panic!("cc set")
         };
@@ -959,7 +955,6 @@ mod tests {
 
     #[test]
     fn ns_commands_parse() {
-        let p = |line: &str| parse(line.split_whitespace().map(str::to_owned));
         assert_eq!(
             p("ns disable nqn.2026-11.io.raidline:a 1 --socket /s"),
             Ok(Command::Ns {
@@ -977,136 +972,69 @@ mod tests {
                 ..
             })
         ));
-        for (line, want) in [
-            ("ns", "needs a command"),
-            ("ns toggle x 1", "unknown ns command 'toggle'"),
-            ("ns enable x", "takes SUBSYSTEM NSID"),
-            ("ns enable x 1 2", "takes SUBSYSTEM NSID"),
-            ("ns disable x 0", "NSID '0' is not a namespace id"),
-            ("ns disable x 4294967295", "is not a namespace id"),
-            ("ns disable x one", "NSID 'one'"),
-        ] {
-            let e = p(line).unwrap_err().to_string();
-            assert!(e.contains(want), "{line}: {e}");
-        }
     }
 
     #[test]
     fn errors_name_the_problem() {
-        let cases = [
+        for (line, want) in [
+            ("frobnicate", "unrecognized subcommand 'frobnicate'"),
+            ("--frob", "unexpected argument '--frob'"),
+            ("status -x", "unexpected argument '-x'"),
             (
-                "frobnicate",
-                "unknown command 'frobnicate' (run, check-config, status, array, ns, cc)",
+                "status --socket",
+                "a value is required for '--socket <PATH>'",
             ),
-            ("--frob", "unknown option '--frob'"),
-            ("status -x", "unknown option '-x'"),
-            ("status --socket", "option '--socket' needs a value"),
-            ("status --socket --json", "option '--socket' needs a value"),
-            ("status --socket=", "option '--socket' needs a value"),
-            ("status --json=yes", "option '--json' takes no value"),
-            ("status --json --json", "option '--json' given twice"),
-            ("run --config a --config b", "option '--config' given twice"),
+            ("status --socket=", "invalid value '' for '--socket <PATH>'"),
+            ("status --json=yes", "unexpected value 'yes' for '--json'"),
+            ("status --json --json", "cannot be used multiple times"),
+            ("run --config a --config b", "cannot be used multiple times"),
+            ("--config a run --config b", "option '--config' given twice"),
             (
-                "run --socket /s",
+                "--socket /s run",
                 "option '--socket' does not apply to 'raidline run'",
             ),
+            ("status --config /c", "unexpected argument '--config'"),
             (
-                "status --config /c",
-                "option '--config' does not apply to 'raidline status'",
+                "--config /c status",
+                "option '--config' applies to 'raidline run' only",
             ),
-            (
-                "array scrub a --json",
-                "option '--json' does not apply to 'raidline array'",
-            ),
-            ("cc", "'raidline cc' needs a command: show or set"),
-            (
-                "cc show x",
-                "unexpected argument 'x' for 'raidline cc show'",
-            ),
-            (
-                "cc set rate_mbps",
-                "'raidline cc set' takes PARAM VALUE (see 'raidline cc show')",
-            ),
-            (
-                "cc set rate_mbps fast",
-                "'raidline cc set': VALUE 'fast' is not a number",
-            ),
-            (
-                "cc set rate_mbps inf",
-                "'raidline cc set': VALUE 'inf' is not a number",
-            ),
-            ("cc tune", "unknown cc command 'tune' (show, set)"),
+            ("array scrub a --json", "unexpected argument '--json'"),
+            ("cc", "Usage: raidline cc [OPTIONS] <COMMAND>"),
+            ("cc show x", "unexpected argument 'x'"),
+            ("cc set rate_mbps", "required arguments were not provided"),
+            ("cc set rate_mbps fast", "'fast' is not a number"),
+            ("cc set rate_mbps inf", "'inf' is not a number"),
+            ("cc tune", "unrecognized subcommand 'tune'"),
             (
                 "check-config --socket /s",
                 "option '--socket' does not apply to 'raidline check-config'",
             ),
-            (
-                "status now",
-                "unexpected argument 'now' for 'raidline status'",
-            ),
-            ("run x", "unexpected argument 'x' for 'raidline run'"),
-            (
-                "check-config a b",
-                "unexpected argument 'b': 'raidline check-config' takes one PATH",
-            ),
-            (
-                "array",
-                "'raidline array' needs a command: fail, add-spare, replace, scrub or start",
-            ),
-            (
-                "array grow a",
-                "unknown array command 'grow' (fail, add-spare, replace, scrub, start)",
-            ),
-            (
-                "array start",
-                "'raidline array start' needs ARRAY; missing ARRAY",
-            ),
-            (
-                "array start a b",
-                "unexpected argument 'b': 'raidline array start' takes ARRAY",
-            ),
+            ("status now", "unexpected argument 'now'"),
+            ("run x", "unexpected argument 'x'"),
+            ("check-config a b", "unexpected argument 'b'"),
+            ("array", "Usage: raidline array [OPTIONS] <COMMAND>"),
+            ("array grow a", "unrecognized subcommand 'grow'"),
+            ("array fail", "<ARRAY>"),
+            ("array fail a", "<MEMBER>"),
+            ("array replace a b", "<NEW>"),
+            ("array scrub a b", "unexpected argument 'b'"),
             (
                 "array scrub a --accept-dirty-degraded",
-                "option '--accept-dirty-degraded' applies only to 'raidline array start'",
+                "unexpected argument '--accept-dirty-degraded'",
             ),
-            (
-                "status --accept-dirty-degraded",
-                "option '--accept-dirty-degraded' does not apply to 'raidline status'",
-            ),
-            (
-                "array start --accept-dirty-degraded=yes a",
-                "option '--accept-dirty-degraded' takes no value",
-            ),
-            (
-                "array start --accept-dirty-degraded --accept-dirty-degraded a",
-                "option '--accept-dirty-degraded' given twice",
-            ),
-            (
-                "array fail",
-                "'raidline array fail' needs ARRAY MEMBER; missing ARRAY MEMBER",
-            ),
-            (
-                "array fail a",
-                "'raidline array fail' needs ARRAY MEMBER; missing MEMBER",
-            ),
-            (
-                "array replace a b",
-                "'raidline array replace' needs ARRAY OLD NEW; missing NEW",
-            ),
-            (
-                "array scrub a b",
-                "unexpected argument 'b': 'raidline array scrub' takes ARRAY",
-            ),
-            (
-                "array add-spare a b c",
-                "unexpected argument 'c': 'raidline array add-spare' takes ARRAY PATH",
-            ),
-        ];
-        for (line, want) in cases {
-            assert_eq!(err(line), want, "{line}");
+            ("ns", "Usage: raidline ns [OPTIONS] <COMMAND>"),
+            ("ns toggle x 1", "unrecognized subcommand 'toggle'"),
+            ("ns enable x", "<NSID>"),
+            ("ns enable x 1 2", "unexpected argument '2'"),
+            ("ns disable x 0", "'0' is not a namespace id"),
+            ("ns disable x 4294967295", "is not a namespace id"),
+            ("ns disable x one", "'one' is not a namespace id"),
+        ] {
+            let e = err(line);
+            assert!(e.contains(want), "{line}: want {want:?} in:\n{e}");
         }
         let empty = parse(["array", "scrub", ""].map(str::to_owned)).unwrap_err();
-        assert_eq!(empty.to_string(), "'raidline array scrub': ARRAY is empty");
+        assert!(empty.to_string().contains("must not be empty"), "{empty}");
     }
 
     fn run(cmd: &Command) -> (i32, String, String) {
@@ -1196,12 +1124,7 @@ mod tests {
     }
 
     #[test]
-    fn help_version_and_run() {
-        let (code, out, _) = run(&Command::Help);
-        assert_eq!((code, out.as_str()), (EXIT_OK, USAGE));
-        let (code, out, _) = run(&Command::Version);
-        assert_eq!(code, EXIT_OK);
-        assert_eq!(out, format!("raidline {}\n", env!("CARGO_PKG_VERSION")));
+    fn run_is_not_a_client_command() {
         let (code, _, err) = run(&Command::Run {
             config: DEFAULT_CONFIG.into(),
         });

@@ -5,13 +5,8 @@ use raidline_target::config::Config;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let cmd = match cli::parse(args) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("raidline: {e}\ntry 'raidline --help'");
-            std::process::exit(cli::EXIT_USAGE);
-        }
-    };
+    // Usage errors exit 2 with clap's message; --help and --version print and exit 0.
+    let cmd = cli::parse(args).unwrap_or_else(|e| e.exit());
     let code = match cmd {
         Command::Run { config } => {
             init_logging();
