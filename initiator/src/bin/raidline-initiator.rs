@@ -11,6 +11,11 @@
 
 use std::io::IsTerminal as _;
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use clap::{CommandFactory as _, Parser};
+use raidline_auth::Secret;
+use raidline_initiator::controller::HostSecrets;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -24,65 +29,219 @@ use raidline_initiator::types::parse_uuid;
 use raidline_initiator::{Error, HostIdentity, Lba, Nsid};
 use raidline_proto::text::Nqn;
 
-const USAGE: &str = "\
-usage: raidline-initiator COMMAND -a ADDR [options]
+const AFTER_HELP: &str = "sizes take k, m, g, t suffixes (powers of 1024)
+exit status: 0 success, 1 the command failed (or verify found mismatches), 2 usage error, 3 no usable RDMA";
 
-commands:
-  discover                     read the discovery log page
-  identify  -n NQN             Identify Controller and every active namespace
-  read      -n NQN --lba N --size BYTES -o FILE
-                               read BYTES from LBA N into FILE
-  write     -n NQN --lba N -i FILE
-                               write FILE at LBA N (last block zero-padded)
-  verify    -n NQN [--lba N] [--size BYTES | --blocks N] [--seed S]
-                               write a seeded pattern, flush, read it back, list bad LBAs
-  write-zeroes -n NQN --lba N --blocks N
-                               Write Zeroes over the range
-  trim      -n NQN --lba N --blocks N
-                               Dataset Management, deallocate the range
-  perf      -n NQN [--qd 32] [--bs 4k] [--rw randread] [--mix 70] [--time 10]
-            [--queues 1] [--range BYTES] [--seed S]
-                               load generator; --rw read|write|randread|randwrite|rw|randrw,
-                               --mix = read percentage for rw/randrw; asynchronous
-                               events received meanwhile are printed
+/// A user-space NVMe-oF/RDMA host: discovery, identify, read/write, verify and a load generator
+/// over verbs and RDMA CM, without the kernel's nvme-rdma.
+#[derive(Debug, Parser)]
+#[command(name = "raidline-initiator", version, after_help = AFTER_HELP, disable_help_subcommand = true)]
+struct Cli {
+    #[command(flatten)]
+    conn: Conn,
+    #[command(subcommand)]
+    command: Cmd,
+}
 
-options:
-  -a, --addr IP          target address (required)
-  -s, --port PORT        RDMA service id (default 4420)
-  -d, --device NAME      RDMA device (default: the first one)
-  -n, --nqn NQN          subsystem NQN
-      --nsid N           namespace (default 1)
-      --hostnqn NQN      host NQN (default /etc/nvme/hostnqn, else from the host id)
-      --hostid UUID      host id (default /etc/nvme/hostid, else from /etc/machine-id)
-      --timeout MS       command timeout (default 30000)
-      --kato MS          keep-alive timeout (default 5000; 0 = none)
-sizes take k, m, g suffixes (powers of 1024)";
-
-#[derive(Debug)]
-struct Args {
-    command: String,
+/// Where and who: options every command takes, before or after its name.
+#[derive(Debug, clap::Args)]
+struct Conn {
+    /// Target address (required)
+    #[arg(short = 'a', long, global = true, value_name = "IP")]
     addr: Option<IpAddr>,
+    /// RDMA service id
+    #[arg(short = 's', long, global = true, default_value_t = 4420)]
     port: u16,
+    /// RDMA device [default: the first one]
+    #[arg(short = 'd', long, global = true, value_name = "NAME")]
     device: Option<String>,
-    nqn: Option<String>,
-    nsid: u32,
+    /// Host NQN [default: /etc/nvme/hostnqn, else from the host id]
+    #[arg(long, global = true, value_name = "NQN")]
     hostnqn: Option<String>,
-    hostid: Option<String>,
+    /// Host id [default: /etc/nvme/hostid, else from /etc/machine-id]
+    #[arg(long, global = true, value_name = "UUID", value_parser = uuid)]
+    hostid: Option<[u8; 16]>,
+    /// Command timeout in milliseconds
+    #[arg(
+        long = "timeout",
+        global = true,
+        value_name = "MS",
+        default_value_t = 30_000
+    )]
     timeout_ms: u64,
+    /// Keep-alive timeout in milliseconds (0: none)
+    #[arg(
+        long = "kato",
+        global = true,
+        value_name = "MS",
+        default_value_t = 5_000
+    )]
     kato_ms: u64,
-    lba: u64,
-    size: Option<u64>,
-    blocks: Option<u64>,
-    input: Option<String>,
-    output: Option<String>,
-    seed: u64,
-    qd: u16,
-    bs: u64,
-    rw: String,
-    mix: u8,
-    time: f64,
-    queues: u16,
-    range: u64,
+    /// DH-HMAC-CHAP secret (DHHC-1:…, as `nvme connect --dhchap-secret`), for targets that
+    /// require in-band authentication
+    #[arg(long, global = true, value_name = "SECRET", value_parser = secret)]
+    dhchap_secret: Option<Secret>,
+    /// The controller's DH-HMAC-CHAP secret: authenticate the target too
+    #[arg(long, global = true, value_name = "SECRET", value_parser = secret)]
+    dhchap_ctrl_secret: Option<Secret>,
+}
+
+/// The namespace a command works on.
+#[derive(Debug, clap::Args)]
+struct Ns {
+    /// Subsystem NQN
+    #[arg(short = 'n', long, value_name = "NQN", value_parser = nqn)]
+    nqn: Nqn,
+    /// Namespace id
+    #[arg(long, default_value_t = 1)]
+    nsid: u32,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Cmd {
+    /// Read the discovery log page
+    Discover,
+    /// Identify Controller and every active namespace
+    Identify {
+        #[command(flatten)]
+        ns: Ns,
+    },
+    /// Read BYTES from LBA N into FILE
+    Read {
+        #[command(flatten)]
+        ns: Ns,
+        /// First LBA
+        #[arg(long, default_value_t = 0)]
+        lba: u64,
+        /// Bytes to read
+        #[arg(long, value_name = "BYTES", value_parser = size)]
+        size: u64,
+        /// Where to write them
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: PathBuf,
+    },
+    /// Write FILE at LBA N (the last block zero-padded)
+    Write {
+        #[command(flatten)]
+        ns: Ns,
+        /// First LBA
+        #[arg(long, default_value_t = 0)]
+        lba: u64,
+        /// The data
+        #[arg(short = 'i', long = "input", value_name = "FILE")]
+        input: PathBuf,
+    },
+    /// Write a seeded pattern, flush, read it back, list bad LBAs
+    Verify {
+        #[command(flatten)]
+        ns: Ns,
+        /// First LBA
+        #[arg(long, default_value_t = 0)]
+        lba: u64,
+        /// Bytes to verify
+        #[arg(long, value_name = "BYTES", value_parser = size, conflicts_with = "blocks")]
+        size: Option<u64>,
+        /// Blocks to verify
+        #[arg(long)]
+        blocks: Option<u64>,
+        /// Pattern seed
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Write Zeroes over the range
+    WriteZeroes {
+        #[command(flatten)]
+        ns: Ns,
+        /// First LBA
+        #[arg(long, default_value_t = 0)]
+        lba: u64,
+        /// Blocks
+        #[arg(long)]
+        blocks: u64,
+    },
+    /// Dataset Management: deallocate the range
+    Trim {
+        #[command(flatten)]
+        ns: Ns,
+        /// First LBA
+        #[arg(long, default_value_t = 0)]
+        lba: u64,
+        /// Blocks
+        #[arg(long)]
+        blocks: u64,
+    },
+    /// Load generator (SPDK perf-like); asynchronous events received meanwhile are printed
+    Perf {
+        #[command(flatten)]
+        ns: Ns,
+        /// Queue depth per queue
+        #[arg(long, default_value_t = 32)]
+        qd: u16,
+        /// Block size
+        #[arg(long, value_name = "BYTES", value_parser = size, default_value = "4k")]
+        bs: u64,
+        /// Access pattern
+        #[arg(long, value_enum, default_value_t = Pattern::Randread)]
+        rw: Pattern,
+        /// Read percentage for rw and randrw
+        #[arg(long, default_value_t = 70, value_parser = clap::value_parser!(u8).range(0..=100))]
+        mix: u8,
+        /// Seconds to run
+        #[arg(long, default_value_t = 10.0, value_parser = seconds)]
+        time: f64,
+        /// I/O queues
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+        queues: u16,
+        /// Bytes of the namespace to spread I/O over (0: all of it)
+        #[arg(long, value_name = "BYTES", value_parser = size, default_value = "0")]
+        range: u64,
+        /// Random seed
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Print a shell completion script
+    Completions {
+        /// The shell
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff)
+    Man,
+}
+
+/// The access pattern of `perf`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Pattern {
+    Read,
+    Write,
+    Randread,
+    Randwrite,
+    Rw,
+    Randrw,
+}
+
+fn uuid(s: &str) -> Result<[u8; 16], String> {
+    parse_uuid(s).ok_or_else(|| format!("{s:?} is not a UUID"))
+}
+
+fn nqn(s: &str) -> Result<Nqn, String> {
+    Nqn::new(s).map_err(|e| e.to_string())
+}
+
+fn secret(s: &str) -> Result<Secret, String> {
+    Secret::parse(s).map_err(|e| e.to_string())
+}
+
+fn seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(t) if t > 0.0 && t < 1e6 => Ok(t),
+        _ => Err(format!(
+            "{s:?} is not a duration in seconds (0 < T < 1000000)"
+        )),
+    }
+}
+
+fn size(s: &str) -> Result<u64, String> {
+    parse_size(s)
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -105,79 +264,18 @@ fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{s:?} is too large"))
 }
 
-fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
-    let command = it.next().ok_or("no command")?;
-    if command == "-h" || command == "--help" || command == "help" {
-        return Err(String::new());
-    }
-    let mut a = Args {
-        command,
-        addr: None,
-        port: 4420,
-        device: None,
-        nqn: None,
-        nsid: 1,
-        hostnqn: None,
-        hostid: None,
-        timeout_ms: 30_000,
-        kato_ms: 5_000,
-        lba: 0,
-        size: None,
-        blocks: None,
-        input: None,
-        output: None,
-        seed: 1,
-        qd: 32,
-        bs: 4096,
-        rw: "randread".into(),
-        mix: 70,
-        time: 10.0,
-        queues: 1,
-        range: 0,
-    };
-    while let Some(flag) = it.next() {
-        let mut val = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        let num = |v: String| v.parse::<u64>().map_err(|e| format!("{flag}: {e}"));
-        match flag.as_str() {
-            "-a" | "--addr" => a.addr = Some(val()?.parse().map_err(|e| format!("{flag}: {e}"))?),
-            "-s" | "--port" => a.port = val()?.parse().map_err(|e| format!("{flag}: {e}"))?,
-            "-d" | "--device" => a.device = Some(val()?),
-            "-n" | "--nqn" => a.nqn = Some(val()?),
-            "--nsid" => a.nsid = val()?.parse().map_err(|e| format!("{flag}: {e}"))?,
-            "--hostnqn" => a.hostnqn = Some(val()?),
-            "--hostid" => a.hostid = Some(val()?),
-            "--timeout" => a.timeout_ms = num(val()?)?,
-            "--kato" => a.kato_ms = num(val()?)?,
-            "--lba" => a.lba = num(val()?)?,
-            "--size" => a.size = Some(parse_size(&val()?)?),
-            "--blocks" => a.blocks = Some(num(val()?)?),
-            "-i" | "--input" => a.input = Some(val()?),
-            "-o" | "--output" => a.output = Some(val()?),
-            "--seed" => a.seed = num(val()?)?,
-            "--qd" => a.qd = val()?.parse().map_err(|e| format!("{flag}: {e}"))?,
-            "--bs" => a.bs = parse_size(&val()?)?,
-            "--rw" => a.rw = val()?,
-            "--mix" => a.mix = val()?.parse().map_err(|e| format!("{flag}: {e}"))?,
-            "--time" => a.time = val()?.parse().map_err(|e| format!("{flag}: {e}"))?,
-            "--queues" => a.queues = val()?.parse().map_err(|e| format!("{flag}: {e}"))?,
-            "--range" => a.range = parse_size(&val()?)?,
-            "-h" | "--help" => return Err(String::new()),
-            other => return Err(format!("unknown option {other}")),
-        }
-    }
-    Ok(a)
-}
-
 /// The host identity nvme-cli would use: /etc/nvme/hostid and /etc/nvme/hostnqn when present,
 /// else an id derived from /etc/machine-id (stable across runs) and the UUID-form NQN.
-fn host_identity(a: &Args) -> Result<HostIdentity, String> {
+fn host_identity(a: &Conn) -> Result<HostIdentity, String> {
     let read = |p: &str| {
         std::fs::read_to_string(p)
             .ok()
             .map(|s| s.trim().to_string())
     };
-    let hostid = match a.hostid.clone().or_else(|| read("/etc/nvme/hostid")) {
-        Some(s) => parse_uuid(&s).ok_or_else(|| format!("host id {s:?} is not a UUID"))?,
+    let from_file = || read("/etc/nvme/hostid").map(|s| parse_uuid(&s).ok_or(s));
+    let hostid = match a.hostid.map(Ok).or_else(from_file) {
+        Some(Ok(id)) => id,
+        Some(Err(s)) => return Err(format!("/etc/nvme/hostid: {s:?} is not a UUID")),
         None => {
             let m = read("/etc/machine-id").unwrap_or_default();
             let mut id = parse_uuid(&m).unwrap_or([0x5a; 16]);
@@ -225,19 +323,41 @@ impl From<Error> for Failure {
     }
 }
 
-fn nqn(a: &Args) -> Result<Nqn, Failure> {
-    let n = a
-        .nqn
-        .as_deref()
-        .ok_or_else(|| Failure::Usage(format!("{} needs -n NQN", a.command)))?;
-    Nqn::new(n).map_err(|e| Failure::Usage(format!("NQN {n:?}: {e}")))
-}
-
-fn run(a: Args) -> Result<(), Failure> {
-    let ip = a
-        .addr
-        .ok_or_else(|| Failure::Usage("-a ADDR is required".into()))?;
-    let host = host_identity(&a).map_err(Failure::Usage)?;
+fn run(cli: Cli) -> Result<(), Failure> {
+    let a = &cli.conn;
+    let fabric_for = |a: &Conn| -> Result<VerbsFabric, Failure> {
+        Ok(VerbsFabric::open(a.device.as_deref()).map_err(Error::from)?)
+    };
+    // Commands that need no target first: they must work without RDMA.
+    match &cli.command {
+        Cmd::Completions { shell } => {
+            clap_complete::generate(
+                *shell,
+                &mut Cli::command(),
+                "raidline-initiator",
+                &mut std::io::stdout(),
+            );
+            return Ok(());
+        }
+        Cmd::Man => {
+            return clap_mangen::Man::new(Cli::command())
+                .render(&mut std::io::stdout())
+                .map_err(|e| Failure::Failed(format!("cannot print the man page: {e}")));
+        }
+        _ => {}
+    }
+    // Everything the command line says is checked before the RDMA device is opened.
+    let ip = a.addr.ok_or_else(|| {
+        Failure::Usage(
+            Cli::command()
+                .error(
+                    clap::error::ErrorKind::MissingRequiredArgument,
+                    "the target address is required: -a, --addr <IP>",
+                )
+                .to_string(),
+        )
+    })?;
+    let host = host_identity(a).map_err(Failure::Usage)?;
     let t = Target {
         addr: SocketAddr::new(ip, a.port),
         host,
@@ -245,49 +365,74 @@ fn run(a: Args) -> Result<(), Failure> {
         io_timeout: Duration::from_millis(a.timeout_ms),
         kato: Duration::from_millis(a.kato_ms),
     };
-    let fabric = VerbsFabric::open(a.device.as_deref()).map_err(Error::from)?;
-    let nsid = Nsid(a.nsid);
-    match a.command.as_str() {
-        "discover" => {
-            let log = commands::discover(fabric, &t)?;
+    if a.dhchap_ctrl_secret.is_some() && a.dhchap_secret.is_none() {
+        return Err(Failure::Usage(
+            "--dhchap-ctrl-secret needs --dhchap-secret too".into(),
+        ));
+    }
+    let secrets = a.dhchap_secret.clone().map(|secret| HostSecrets {
+        secret,
+        ctrl_secret: a.dhchap_ctrl_secret.clone(),
+    });
+    let options = |ns: &Ns, queues: u16, depth: u16, max_io: u32| {
+        let mut o = t.options(ns.nqn.clone(), queues, depth, max_io);
+        o.auth = secrets.clone();
+        o
+    };
+    let trim = matches!(cli.command, Cmd::Trim { .. });
+    match cli.command {
+        Cmd::Completions { .. } | Cmd::Man => {}
+        Cmd::Discover => {
+            let log = commands::discover(fabric_for(a)?, &t)?;
             print!("{}", commands::format_discovery(&log));
         }
-        "identify" => {
-            let o = t.options(nqn(&a)?, 1, 32, 128 * 1024);
-            let text = commands::with_controller(fabric, t.addr, o, commands::identify)?;
+        Cmd::Identify { ns } => {
+            let o = options(&ns, 1, 32, 128 * 1024);
+            let text = commands::with_controller(fabric_for(a)?, t.addr, o, commands::identify)?;
             print!("{text}");
         }
-        "read" => {
-            let size = a
-                .size
-                .ok_or_else(|| Failure::Usage("read needs --size".into()))?;
-            let out = a
-                .output
-                .clone()
-                .ok_or_else(|| Failure::Usage("read needs -o FILE".into()))?;
-            let o = t.options(nqn(&a)?, 1, 32, 128 * 1024);
-            let data = commands::with_controller(fabric, t.addr, o, |c| {
-                commands::read(c, nsid, Lba(a.lba), size)
+        Cmd::Read {
+            ns,
+            lba,
+            size,
+            output,
+        } => {
+            let o = options(&ns, 1, 32, 128 * 1024);
+            let data = commands::with_controller(fabric_for(a)?, t.addr, o, |c| {
+                commands::read(c, Nsid(ns.nsid), Lba(lba), size)
             })?;
-            std::fs::write(&out, &data).map_err(|e| Failure::Failed(format!("{out}: {e}")))?;
-            println!("read {} bytes from LBA {} into {out}", data.len(), a.lba);
+            std::fs::write(&output, &data)
+                .map_err(|e| Failure::Failed(format!("{}: {e}", output.display())))?;
+            println!(
+                "read {} bytes from LBA {lba} into {}",
+                data.len(),
+                output.display()
+            );
         }
-        "write" => {
-            let inp = a
-                .input
-                .clone()
-                .ok_or_else(|| Failure::Usage("write needs -i FILE".into()))?;
-            let data = std::fs::read(&inp).map_err(|e| Failure::Failed(format!("{inp}: {e}")))?;
-            let o = t.options(nqn(&a)?, 1, 32, 128 * 1024);
-            commands::with_controller(fabric, t.addr, o, |c| {
-                commands::write(c, nsid, Lba(a.lba), &data)
+        Cmd::Write { ns, lba, input } => {
+            let data = std::fs::read(&input)
+                .map_err(|e| Failure::Failed(format!("{}: {e}", input.display())))?;
+            let o = options(&ns, 1, 32, 128 * 1024);
+            commands::with_controller(fabric_for(a)?, t.addr, o, |c| {
+                commands::write(c, Nsid(ns.nsid), Lba(lba), &data)
             })?;
-            println!("wrote {} bytes from {inp} at LBA {}", data.len(), a.lba);
+            println!(
+                "wrote {} bytes from {} at LBA {lba}",
+                data.len(),
+                input.display()
+            );
         }
-        "verify" => {
-            let o = t.options(nqn(&a)?, 1, 32, 128 * 1024);
-            let r = commands::with_controller(fabric, t.addr, o, |c| {
-                let blocks = match (a.blocks, a.size) {
+        Cmd::Verify {
+            ns,
+            lba,
+            size,
+            blocks,
+            seed,
+        } => {
+            let nsid = Nsid(ns.nsid);
+            let o = options(&ns, 1, 32, 128 * 1024);
+            let r = commands::with_controller(fabric_for(a)?, t.addr, o, |c| {
+                let blocks = match (blocks, size) {
                     (Some(b), _) => b,
                     (None, Some(s)) => {
                         let bs = u64::from(c.namespace(nsid)?.block_size);
@@ -295,15 +440,13 @@ fn run(a: Args) -> Result<(), Failure> {
                     }
                     (None, None) => 0,
                 };
-                commands::verify(c, nsid, Lba(a.lba), blocks, a.seed)
+                commands::verify(c, nsid, Lba(lba), blocks, seed)
             })?;
             let mib = (r.blocks * u64::from(r.block_size)) as f64 / 1048576.0;
             println!(
-                "verify: {} blocks of {} bytes from LBA {} (seed {}): write {:.2} s ({:.1} MiB/s), read {:.2} s ({:.1} MiB/s), {} mismatching LBAs",
+                "verify: {} blocks of {} bytes from LBA {lba} (seed {seed}): write {:.2} s ({:.1} MiB/s), read {:.2} s ({:.1} MiB/s), {} mismatching LBAs",
                 r.blocks,
                 r.block_size,
-                a.lba,
-                a.seed,
                 r.write_time.as_secs_f64(),
                 mib / r.write_time.as_secs_f64().max(1e-9),
                 r.read_time.as_secs_f64(),
@@ -320,49 +463,53 @@ fn run(a: Args) -> Result<(), Failure> {
                 return Err(Failure::Failed("data mismatch".into()));
             }
         }
-        "write-zeroes" | "trim" => {
-            let blocks = a
-                .blocks
-                .ok_or_else(|| Failure::Usage(format!("{} needs --blocks", a.command)))?;
-            let o = t.options(nqn(&a)?, 1, 32, 128 * 1024);
-            let trim = a.command == "trim";
-            commands::with_controller(fabric, t.addr, o, |c| {
+        Cmd::WriteZeroes { ns, lba, blocks } | Cmd::Trim { ns, lba, blocks } => {
+            let o = options(&ns, 1, 32, 128 * 1024);
+            commands::with_controller(fabric_for(a)?, t.addr, o, |c| {
                 if trim {
-                    commands::trim(c, nsid, Lba(a.lba), blocks)
+                    commands::trim(c, Nsid(ns.nsid), Lba(lba), blocks)
                 } else {
-                    commands::write_zeroes(c, nsid, Lba(a.lba), blocks, false)
+                    commands::write_zeroes(c, Nsid(ns.nsid), Lba(lba), blocks, false)
                 }
             })?;
-            println!("{}: {blocks} blocks from LBA {}", a.command, a.lba);
+            let what = if trim { "trim" } else { "write-zeroes" };
+            println!("{what}: {blocks} blocks from LBA {lba}");
         }
-        "perf" => {
-            let (random, read_percent) = match a.rw.as_str() {
-                "read" => (false, 100),
-                "write" => (false, 0),
-                "randread" => (true, 100),
-                "randwrite" => (true, 0),
-                "rw" => (false, a.mix),
-                "randrw" => (true, a.mix),
-                other => return Err(Failure::Usage(format!("--rw {other}"))),
+        Cmd::Perf {
+            ns,
+            qd,
+            bs,
+            rw,
+            mix,
+            time,
+            queues,
+            range,
+            seed,
+        } => {
+            let (random, read_percent) = match rw {
+                Pattern::Read => (false, 100),
+                Pattern::Write => (false, 0),
+                Pattern::Randread => (true, 100),
+                Pattern::Randwrite => (true, 0),
+                Pattern::Rw => (false, mix),
+                Pattern::Randrw => (true, mix),
             };
-            if !(a.time > 0.0 && a.time < 1e6) {
-                return Err(Failure::Usage(format!("--time {}", a.time)));
-            }
-            let bs = u32::try_from(a.bs).map_err(|_| Failure::Usage(format!("--bs {}", a.bs)))?;
+            let bs =
+                u32::try_from(bs).map_err(|_| Failure::Usage(format!("--bs {bs}: too large")))?;
             let cfg = PerfConfig {
-                queue_depth: a.qd,
+                queue_depth: qd,
                 block_size: bs,
                 read_percent,
                 random,
-                duration: Duration::from_secs_f64(a.time),
+                duration: Duration::from_secs_f64(time),
                 range_blocks: 0,
-                seed: a.seed,
+                seed,
             };
-            let depth = a.qd.saturating_add(1).max(2);
-            let o = t.options(nqn(&a)?, a.queues.max(1), depth, bs.max(4096));
-            let range = a.range;
+            let nsid = Nsid(ns.nsid);
+            let depth = qd.saturating_add(1).max(2);
+            let o = options(&ns, queues, depth, bs.max(4096));
             let tty = std::io::stderr().is_terminal();
-            let long = a.time >= 3.0;
+            let long = time >= 3.0;
             let mut progress = |elapsed: Duration, live: &Live| {
                 if !long {
                     return;
@@ -384,7 +531,7 @@ fn run(a: Args) -> Result<(), Failure> {
                 }
             };
             let cpu0 = cpu_time();
-            let (r, queues) = commands::with_controller(fabric, t.addr, o, |c| {
+            let (r, nq) = commands::with_controller(fabric_for(a)?, t.addr, o, |c| {
                 let mut cfg = cfg.clone();
                 if range > 0 {
                     let bsz = u64::from(c.namespace(nsid)?.block_size);
@@ -404,31 +551,22 @@ fn run(a: Args) -> Result<(), Failure> {
             if tty && long {
                 eprintln!();
             }
-            print!("{}", commands::format_perf(&cfg, queues, &r, cpu));
+            print!("{}", commands::format_perf(&cfg, nq, &r, cpu));
             if r.errors > 0 {
                 return Err(Failure::Failed(format!("{} I/O errors", r.errors)));
             }
         }
-        other => return Err(Failure::Usage(format!("unknown command {other}"))),
     }
     Ok(())
 }
 
 fn main() -> ExitCode {
-    let args = match parse(std::env::args().skip(1)) {
-        Ok(a) => a,
-        Err(e) => {
-            if !e.is_empty() {
-                eprintln!("raidline-initiator: {e}");
-            }
-            eprintln!("{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(args) {
+    // Usage errors exit 2 with clap's message; --help and --version print and exit 0.
+    let cli = Cli::parse();
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Usage(e)) => {
-            eprintln!("raidline-initiator: {e}\n{USAGE}");
+            eprintln!("raidline-initiator: {}", e.trim_start_matches("error: "));
             ExitCode::from(2)
         }
         Err(Failure::NoRdma(e)) => {
@@ -446,8 +584,8 @@ fn main() -> ExitCode {
 mod tests {
     use super::*;
 
-    fn args(s: &str) -> Result<Args, String> {
-        parse(s.split_whitespace().map(String::from))
+    fn args(s: &str) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("raidline-initiator").chain(s.split_whitespace()))
     }
 
     #[test]
@@ -461,26 +599,84 @@ mod tests {
             "perf -a 10.0.2.15 -n nqn.x --qd 16 --bs 64k --rw randrw --mix 30 --time 2 --queues 2",
         )
         .unwrap();
-        assert_eq!(a.command, "perf");
-        assert_eq!(a.addr, Some("10.0.2.15".parse().unwrap()));
-        assert_eq!((a.qd, a.bs, a.mix, a.queues), (16, 65536, 30, 2));
-        assert_eq!(a.rw, "randrw");
-        assert!(args("verify -a 1.2.3.4 --bogus").is_err());
-        assert!(args("verify -a").is_err());
-        assert!(args("verify -a notanip").is_err());
-        assert_eq!(args("--help").err(), Some(String::new()));
+        assert_eq!(a.conn.addr, Some("10.0.2.15".parse().unwrap()));
+        let Cmd::Perf {
+            qd,
+            bs,
+            mix,
+            queues,
+            rw,
+            ..
+        } = a.command
+        else {
+            panic!("perf")
+        };
+        assert_eq!(
+            (qd, bs, mix, queues, rw),
+            (16, 65536, 30, 2, Pattern::Randrw)
+        );
+        // The options every command takes may come first.
+        assert!(args("-a 1.2.3.4 --timeout 20000 discover").is_ok());
+    }
+
+    /// Issue 20: usage errors are clap's (exit 2), caught before any device is opened; options
+    /// that do not apply to a command are refused; help goes to stdout with exit 0.
+    #[test]
+    fn usage_errors_and_help() {
+        use clap::error::ErrorKind;
+        for (line, want) in [
+            (
+                "verify -a 1.2.3.4 -n nqn.x --bogus",
+                "unexpected argument '--bogus'",
+            ),
+            ("verify -a", "a value is required for '--addr <IP>'"),
+            ("verify -a notanip -n nqn.x", "invalid value 'notanip'"),
+            ("discover -a 1.2.3.4 --qd 4", "unexpected argument '--qd'"),
+            ("identify -a 1.2.3.4", "--nqn <NQN>"),
+            ("read -a 1.2.3.4 -n nqn.x -o f", "--size <BYTES>"),
+            (
+                "perf -a 1.2.3.4 -n nqn.x --rw sideways",
+                "invalid value 'sideways'",
+            ),
+            ("perf -a 1.2.3.4 -n nqn.x --mix 101", "invalid value '101'"),
+            ("perf -a 1.2.3.4 -n nqn.x --time 0", "is not a duration"),
+            ("perf -a 1.2.3.4 -n nqn.x --bs 4x", "bad size suffix"),
+            (
+                "verify -a 1.2.3.4 -n nqn.x --size 1m --blocks 2",
+                "cannot be used with",
+            ),
+            (
+                "identify -a 1.2.3.4 -n nqn.x --hostid nope",
+                "is not a UUID",
+            ),
+            (
+                "identify -a 1.2.3.4 -n nqn.x --dhchap-secret DHHC-1:01:x:",
+                "not valid base64",
+            ),
+            ("frobnicate", "unrecognized subcommand 'frobnicate'"),
+        ] {
+            let e = args(line).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{line}");
+            assert!(
+                e.to_string().contains(want),
+                "{line}: want {want:?} in\n{e}"
+            );
+        }
+        let e = args("perf --help").unwrap_err();
+        assert_eq!((e.kind(), e.exit_code()), (ErrorKind::DisplayHelp, 0));
+        assert!(e.to_string().contains("--rw <RW>"), "{e}");
+        let e = args("--version").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::DisplayVersion);
     }
 
     #[test]
     fn host_identity_prefers_flags() {
-        let a = args("identify -a 1.2.3.4 --hostid 5f0c8d1e-6a2b-4c3d-9e4f-0a1b2c3d4e5f --hostnqn nqn.2014-08.org.nvmexpress:uuid:test").unwrap();
-        let h = host_identity(&a).unwrap();
+        let a = args("identify -a 1.2.3.4 -n nqn.x --hostid 5f0c8d1e-6a2b-4c3d-9e4f-0a1b2c3d4e5f --hostnqn nqn.2014-08.org.nvmexpress:uuid:test").unwrap();
+        let h = host_identity(&a.conn).unwrap();
         assert_eq!(
             format_uuid(&h.hostid),
             "5f0c8d1e-6a2b-4c3d-9e4f-0a1b2c3d4e5f"
         );
         assert_eq!(h.hostnqn.as_str(), "nqn.2014-08.org.nvmexpress:uuid:test");
-        let bad = args("identify -a 1.2.3.4 --hostid nope").unwrap();
-        assert!(host_identity(&bad).is_err());
     }
 }
