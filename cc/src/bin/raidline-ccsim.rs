@@ -1,7 +1,8 @@
 //! `raidline-ccsim`: run congestion-control scenarios and write a markdown table and SVG plots.
 //!
 //! Usage: `raidline-ccsim SCENARIO.toml... [--out DIR] [--run LABEL]... [--no-plots] [--series US]
-//! [--seed N]` (`--seed` replaces every scenario's seed, to measure how results vary with it)
+//! [--seed N]` (`--seed` replaces every scenario's seed, to measure how results vary with it;
+//! `--help` for the rest)
 //! Every run of every scenario is simulated (or only the labels given with `--run`); the table is
 //! printed and written to `DIR/<scenario>.md`, the plots to `DIR/<scenario>-<label>-{queue,rates}.svg`.
 //! This is the only place that reads files or the command line.
@@ -12,47 +13,33 @@ use std::time::Instant;
 
 use raidline_cc::sim::{self, markdown_table, plot, RunResult, Scenario};
 
+/// Run congestion-control scenarios: print a markdown table per scenario and write it, with SVG
+/// plots, to DIR.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "raidline-ccsim",
+    version,
+    after_help = "exit status: 0 done, 1 a scenario failed, 2 usage error"
+)]
 struct Args {
+    /// Scenario files (cc/scenarios/*.toml)
+    #[arg(value_name = "SCENARIO.toml", required = true)]
     scenarios: Vec<PathBuf>,
+    /// Where the tables and plots go [default: cc/results]
+    #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Only the runs with this label (repeatable)
+    #[arg(long = "run", value_name = "LABEL")]
     only: Vec<String>,
+    /// Write no plots
+    #[arg(long = "no-plots", action = clap::ArgAction::SetFalse)]
     plots: bool,
+    /// Print a time series every US microseconds of simulated time
+    #[arg(long = "series", value_name = "US")]
     series_us: Option<f64>,
+    /// Replace every scenario's seed (to see how results vary with it)
+    #[arg(long)]
     seed: Option<u64>,
-}
-
-fn parse_args() -> Result<Args, String> {
-    let mut a = Args {
-        scenarios: Vec::new(),
-        out: None,
-        only: Vec::new(),
-        plots: true,
-        series_us: None,
-        seed: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--out" => a.out = Some(it.next().ok_or("--out needs a directory")?.into()),
-            "--run" => a.only.push(it.next().ok_or("--run needs a label")?),
-            "--no-plots" => a.plots = false,
-            "--series" => {
-                let v = it.next().ok_or("--series needs a period in us")?;
-                a.series_us = Some(v.parse().map_err(|_| format!("--series: bad period {v}"))?);
-            }
-            "--seed" => {
-                let v = it.next().ok_or("--seed needs a number")?;
-                a.seed = Some(v.parse().map_err(|_| format!("--seed: bad seed {v}"))?);
-            }
-            "-h" | "--help" => return Err(String::new()),
-            s if s.starts_with('-') => return Err(format!("unknown option {s}")),
-            s => a.scenarios.push(s.into()),
-        }
-    }
-    if a.scenarios.is_empty() {
-        return Err("no scenario given".into());
-    }
-    Ok(a)
 }
 
 fn write_outputs(dir: &Path, name: &str, results: &[RunResult], plots: bool) -> Result<(), String> {
@@ -98,16 +85,8 @@ fn print_series(r: &RunResult, period_us: f64) {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            if !e.is_empty() {
-                eprintln!("raidline-ccsim: {e}");
-            }
-            eprintln!("usage: raidline-ccsim SCENARIO.toml... [--out DIR] [--run LABEL]... [--no-plots] [--series US] [--seed N]");
-            return ExitCode::from(2);
-        }
-    };
+    // Usage errors exit 2 with clap's message; --help and --version print and exit 0.
+    let args = <Args as clap::Parser>::parse();
     let mut all = Vec::new();
     for path in &args.scenarios {
         let text = match std::fs::read_to_string(path) {

@@ -16,48 +16,33 @@ use raidline_fabric::conformance::{run_all, Env, Outcome};
 use raidline_fabric::verbs::VerbsFabric;
 use raidline_fabric::Fabric;
 
-const USAGE: &str =
-    "usage: fabric-conformance --ip ADDR [--device NAME] [--filter NAME] [--timeout-ms MS]";
-
+/// Run the fabric conformance suite against a real RDMA device, client and server looping
+/// back through it.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "fabric-conformance",
+    version,
+    after_help = "exit status: 0 every case passed (skips are listed), 1 a case failed, 2 usage error, 3 no usable RDMA"
+)]
 struct Args {
+    /// Address of the netdev under the RDMA device (the server listens on it, the client
+    /// connects to it)
+    #[arg(long, value_name = "ADDR")]
     ip: IpAddr,
+    /// RDMA device [default: the first one]
+    #[arg(long, value_name = "NAME")]
     device: Option<String>,
+    /// Only the cases whose name contains this
+    #[arg(long, default_value = "")]
     filter: String,
-    timeout: Duration,
-}
-
-fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
-    let (mut ip, mut device, mut filter, mut timeout) = (None, None, String::new(), 5000u64);
-    while let Some(a) = it.next() {
-        let mut val = || it.next().ok_or_else(|| format!("{a} needs a value"));
-        match a.as_str() {
-            "--ip" => ip = Some(val()?.parse::<IpAddr>().map_err(|e| format!("--ip: {e}"))?),
-            "--device" => device = Some(val()?),
-            "--filter" => filter = val()?,
-            "--timeout-ms" => timeout = val()?.parse().map_err(|e| format!("--timeout-ms: {e}"))?,
-            "-h" | "--help" => return Err(String::new()),
-            other => return Err(format!("unknown argument {other}")),
-        }
-    }
-    Ok(Args {
-        ip: ip.ok_or("--ip is required")?,
-        device,
-        filter,
-        timeout: Duration::from_millis(timeout),
-    })
+    /// Deadline of each step
+    #[arg(long = "timeout-ms", value_name = "MS", default_value_t = 5000)]
+    timeout_ms: u64,
 }
 
 fn main() -> ExitCode {
-    let args = match parse(std::env::args().skip(1)) {
-        Ok(a) => a,
-        Err(e) => {
-            if !e.is_empty() {
-                eprintln!("fabric-conformance: {e}");
-            }
-            eprintln!("{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    // Usage errors exit 2 with clap's message; --help and --version print and exit 0.
+    let args = <Args as clap::Parser>::parse();
     let dev = match VerbsFabric::open(args.device.as_deref()) {
         Ok(d) => d,
         Err(e) => {
@@ -74,7 +59,7 @@ fn main() -> ExitCode {
         server: &dev,
         client: &dev,
         ip: args.ip,
-        timeout: args.timeout,
+        timeout: Duration::from_millis(args.timeout_ms),
     };
     let report = run_all(&env, &args.filter, |name, res| match res {
         Ok(Outcome::Passed) => println!("PASS {name}"),
