@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # lab-run: --systemd --drives 4 --drive-size 1G --timeout 480
-# lab-before: cargo build --release --locked -p raidline-target --bin raidline
-# deploy/raidline.service under a real systemd: the host's systemd is PID 1 of the guest
-# (deploy/lab/run --systemd, guest/systemd-pid1.sh), the unit file is installed unchanged as its
-# header says, on 4 emulated NVMe drives served over rxe to the kernel's nvme-rdma host:
+# lab-before: deploy/package.sh
+# The Debian package under a real systemd: the host's systemd is PID 1 of the guest
+# (deploy/lab/run --systemd, guest/systemd-pid1.sh); `dpkg -i` installs raidline_*.deb
+# (deploy/package.sh: the binaries, raidline.service and rxe-setup@.service, the conffile, man
+# pages and completions; `man raidline` and the bash completion work, and nothing starts by
+# itself), on 4 emulated NVMe drives served over rxe to the kernel's nvme-rdma host:
 #  0. the rxe device comes from deploy/rxe-setup@.service (udev running, for its BindsTo= on
 #     eth0's device unit), pulled in and ordered first by the drop-in the unit's header shows:
 #     no RDMA link before, rxe-setup@eth0 active (exited) and ready before raidline's exec;
@@ -36,8 +38,9 @@ set -euo pipefail
 comm=$(cat /proc/1/comm)
 [ "$comm" = systemd ] || { lab_fail "PID 1 is '$comm', not systemd: run this check with deploy/lab/run --systemd"; exit 1; }
 repo=$(cd "$LAB_DIR/../.." && pwd)
-bin=${RAIDLINE_BIN:-$repo/build/release/raidline}
-[ -x "$bin" ] || { lab_fail "no $bin (cargo build --release -p raidline-target --bin raidline)"; exit 1; }
+deb=$(ls -t "$repo"/build/package/raidline_*.deb 2>/dev/null | head -n1)
+[ -n "$deb" ] || { lab_fail "no build/package/raidline_*.deb (deploy/package.sh)"; exit 1; }
+bin=/usr/bin/raidline
 nqn=nqn.2026-11.io.raidline:array0
 u=raidline.service
 out=$LAB_RUN/systemd
@@ -116,8 +119,31 @@ lab_log "systemd $(systemctl --version | head -n1 | cut -d' ' -f2) is PID 1"
 for f in systemd-udevd.service systemd-udevd-control.socket systemd-udevd-kernel.socket; do
   cp "/lib/systemd/system/$f" /etc/systemd/system/ || fail "no $f on this host"
 done
-install -m 0755 "$repo/deploy/rxe-setup" /usr/local/sbin/rxe-setup
-install -m 0644 "$repo/deploy/rxe-setup@.service" /etc/systemd/system/
+# The package: installed, nothing started or enabled by it. (man-db's index rebuild, minutes
+# under TCG, is not what this checks: `man` finds the page without it.)
+t=$(now)
+echo 'man-db man-db/auto-update boolean false' | debconf-set-selections
+dpkg -i "$deb" > "$out/dpkg.txt" 2>&1 || { cat "$out/dpkg.txt" >&2; fail "dpkg -i $(basename "$deb")"; }
+for f in /usr/bin/raidline /usr/bin/raidline-initiator /usr/sbin/rxe-setup /lib/systemd/system/raidline.service \
+  /lib/systemd/system/rxe-setup@.service /etc/raidline/raidline.toml /usr/share/man/man1/raidline.1.gz \
+  /usr/share/man/man1/raidline-initiator.1.gz /usr/share/bash-completion/completions/raidline \
+  /usr/share/zsh/vendor-completions/_raidline /usr/share/fish/vendor_completions.d/raidline.fish; do
+  dpkg -L raidline | grep -qx "$f" || fail "the package does not hold $f"
+done
+grep -qx /etc/raidline/raidline.toml /var/lib/dpkg/info/raidline.conffiles || fail "raidline.toml is not a conffile"
+# This guest's systemd looks for units in /etc/systemd/system and the lab's own directory only
+# (guest/systemd-pid1.sh: SYSTEMD_UNIT_PATH), not in /lib/systemd/system where the package put
+# them, so they are copied, unchanged, where it looks (as the udev units below are).
+cp /lib/systemd/system/raidline.service /lib/systemd/system/rxe-setup@.service /etc/systemd/system/
+systemctl daemon-reload
+en=$(systemctl is-enabled raidline 2>&1 || true)
+[ "$en" = disabled ] || fail "installing the package left raidline '$en', not disabled"
+systemctl is-active -q raidline && fail "installing the package started raidline"
+MANPAGER=cat man raidline 2>/dev/null | grep -Eq 'raidline +- +Raidline' || fail "man raidline"
+bash -c 'source /usr/share/bash-completion/completions/raidline && complete -p raidline' > /dev/null ||
+  fail "the bash completion does not load"
+raidline --version | grep -qx "raidline $(dpkg-query -W -f '${Version}' raidline)" || fail "raidline --version"
+row "0 dpkg -i" "$(dt "$t")" "$(basename "$deb"): $(dpkg -L raidline | grep -vc '/$') files, conffile /etc/raidline/raidline.toml, disabled and inactive, man and bash completion work"
 install -d /etc/systemd/system/raidline.service.d
 printf '[Unit]\nWants=rxe-setup@eth0.service\nAfter=rxe-setup@eth0.service\n' > /etc/systemd/system/raidline.service.d/rxe.conf
 systemctl daemon-reload
@@ -129,11 +155,9 @@ udevadm settle -t 30 || true
 [ -z "$(rdma link show 2>/dev/null)" ] || fail "an RDMA link exists before rxe-setup@eth0 ran"
 export LAB_RXE=rxe_eth0   # rxe-setup's name for it; raidline.sh config then does not create it
 
-# Install exactly as deploy/raidline.service's header says.
+# The operator's configuration replaces the example (a conffile the operator edits).
 "$LAB_DIR/raidline.sh" config --out "$out/raidline.toml" --addr "$LAB_IP" --nqn "$nqn" --bin "$bin"
-install -m 0755 "$bin" /usr/local/bin/raidline
-install -d /etc/raidline && install -m 0644 "$out/raidline.toml" /etc/raidline/
-install -m 0644 "$repo/deploy/raidline.service" /etc/systemd/system/
+install -m 0644 "$out/raidline.toml" /etc/raidline/raidline.toml
 # RAIDLINE_DROPIN=FILE (--env): a drop-in for the unit, to try an option here before putting it in
 # deploy/raidline.service (e.g. "[Service]\nSystemCallFilter=~@aio" must fail the io_uring check).
 if [ -n "${RAIDLINE_DROPIN:-}" ]; then
