@@ -88,6 +88,13 @@ pub enum Command {
         /// What to do.
         op: CcOp,
     },
+    /// Follow the running daemon's long jobs until none runs.
+    Watch {
+        /// Management socket.
+        socket: PathBuf,
+        /// Time between two looks.
+        interval: Duration,
+    },
     /// Print a shell completion script.
     Completions {
         /// For this shell.
@@ -227,6 +234,13 @@ enum Sub {
         /// Print the status report as JSON
         #[arg(long)]
         json: bool,
+        /// Follow rebuild, resync, replace and scrub progress (rate and time left) until none
+        /// runs: bars on a terminal, a line per interval otherwise
+        #[arg(long, conflicts_with = "json")]
+        watch: bool,
+        /// Seconds between two looks with --watch
+        #[arg(long, default_value_t = 2.0, value_parser = interval, requires = "watch")]
+        interval: f64,
     },
     /// Operate on an array of the running daemon
     #[command(subcommand)]
@@ -356,6 +370,13 @@ fn nsid(s: &str) -> Result<u32, String> {
     }
 }
 
+fn interval(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.1..=3600.0).contains(&v) => Ok(v),
+        _ => Err(format!("'{s}' is not a number of seconds in 0.1..=3600")),
+    }
+}
+
 fn finite(s: &str) -> Result<String, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() => Ok(s.to_owned()),
@@ -420,7 +441,15 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, clap::Er
     Ok(match cli.command {
         None | Some(Sub::Run { .. }) => Command::Run { config },
         Some(Sub::CheckConfig { config }) => Command::CheckConfig { config },
-        Some(Sub::Status { json }) => Command::Status { socket, json },
+        Some(Sub::Status {
+            watch: true,
+            interval,
+            ..
+        }) => Command::Watch {
+            socket,
+            interval: Duration::from_secs_f64(interval),
+        },
+        Some(Sub::Status { json, .. }) => Command::Status { socket, json },
         Some(Sub::Array(a)) => Command::Array {
             socket,
             op: match a {
@@ -461,6 +490,80 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, clap::Er
     })
 }
 
+/// `raidline status --watch`: looks at the daemon every `interval` and shows each array's long
+/// jobs (rebuild, replace copy, resync, scrub) with rate and time left, until none runs (exit 0),
+/// the daemon is gone (exit 3) or `looks` ran out (tests). On a terminal one indicatif bar per
+/// job; otherwise one line per look.
+fn watch(
+    socket: &Path,
+    interval: Duration,
+    tty: bool,
+    looks: usize,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
+    use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+    use std::collections::BTreeMap;
+    let multi = MultiProgress::with_draw_target(if tty {
+        ProgressDrawTarget::stdout()
+    } else {
+        ProgressDrawTarget::hidden()
+    });
+    let style = ProgressStyle::with_template("{prefix:<22} [{bar:30}] {msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+    let mut bars: BTreeMap<String, ProgressBar> = BTreeMap::new();
+    let mut seen_any = false;
+    for look in 0..looks {
+        let r = match call(socket, &Request::Status, err) {
+            Ok(r) => r,
+            Err(code) => return code,
+        };
+        let Some(status) = r.status.filter(|_| r.ok) else {
+            let _ = writeln!(err, "raidline: {}", r.message);
+            return EXIT_FAILED;
+        };
+        let mut now = Vec::new();
+        for a in &status.arrays {
+            for (what, p) in mgmt::jobs(a) {
+                now.push((format!("{} {what}", a.name), p));
+            }
+        }
+        if tty {
+            for (key, p) in &now {
+                let bar = bars.entry(key.clone()).or_insert_with(|| {
+                    let b = multi.add(ProgressBar::new(1000));
+                    b.set_style(style.clone());
+                    b.set_prefix(key.clone());
+                    b
+                });
+                bar.set_position((p.ratio() * 1000.0) as u64);
+                bar.set_message(mgmt::progress_text(p));
+            }
+            for (key, bar) in bars.iter() {
+                if !now.iter().any(|(k, _)| k == key) && !bar.is_finished() {
+                    bar.finish_with_message("done");
+                }
+            }
+        } else if !now.is_empty() {
+            let _ = writeln!(out, "{}", mgmt::jobs_line(&status));
+        }
+        if now.is_empty() {
+            let _ = if seen_any {
+                writeln!(out, "no rebuild, resync, replace or scrub runs any more")
+            } else {
+                writeln!(out, "no rebuild, resync, replace or scrub is running")
+            };
+            return EXIT_OK;
+        }
+        seen_any = true;
+        if look + 1 < looks {
+            std::thread::sleep(interval);
+        }
+    }
+    EXIT_OK
+}
+
 /// Executes a client-side command, printing to stdout/stderr; returns the exit status.
 pub fn run_client(cmd: &Command) -> i32 {
     run_client_to(cmd, &mut io::stdout().lock(), &mut io::stderr().lock())
@@ -472,6 +575,11 @@ fn run_client_to(cmd: &Command, out: &mut dyn Write, err: &mut dyn Write) -> i32
         Command::Completions { shell } => {
             clap_complete::generate(*shell, &mut command(), "raidline", out);
             EXIT_OK
+        }
+        Command::Watch { socket, interval } => {
+            use std::io::IsTerminal;
+            let tty = io::stdout().is_terminal();
+            watch(socket, *interval, tty, usize::MAX, out, err)
         }
         Command::Man => match clap_mangen::Man::new(command()).render(out) {
             Ok(()) => EXIT_OK,
@@ -1121,6 +1229,56 @@ mod tests {
             "{err}"
         );
         assert!(err.ends_with("is the daemon running?\n"), "{err}");
+    }
+
+    /// Issue 20 item 4: `raidline status --watch` follows a rebuild (the fake daemon's array0
+    /// rebuild at 25 %) with rate and time left, a line per look without a terminal.
+    #[test]
+    fn status_watch_follows_the_jobs() {
+        let dir = TempDir::new("cli-watch");
+        let _server = MgmtServer::start(&dir.sock(), Arc::new(Fake::default())).unwrap();
+        assert_eq!(
+            p("status --watch --interval 0.5 --socket /s"),
+            Ok(Command::Watch {
+                socket: "/s".into(),
+                interval: Duration::from_millis(500)
+            })
+        );
+        assert!(err("status --json --watch").contains("cannot be used with"));
+        assert!(err("status --interval 1").contains("--watch"));
+        assert!(err("status --watch --interval 0").contains("not a number of seconds"));
+        let (mut out, mut e) = (Vec::new(), Vec::new());
+        let code = watch(
+            &dir.sock(),
+            Duration::from_millis(10),
+            false,
+            2,
+            &mut out,
+            &mut e,
+        );
+        let out = String::from_utf8(out).unwrap();
+        assert_eq!(code, EXIT_OK);
+        let line = "array0 rebuild 25.0 % (1.00 TiB of 4.00 TiB) at 200.00 MiB/s, 04:22:09 left\n";
+        assert_eq!(out, format!("{line}{line}"));
+        assert_eq!(mgmt::jobs_line(&sample()), line.trim_end());
+        // No job: says so and ends.
+        let mut idle = sample();
+        for a in &mut idle.arrays {
+            a.rebuild = None;
+            a.scrub = None;
+        }
+        assert_eq!(mgmt::jobs_line(&idle), "");
+        // Gone daemon: exit 3.
+        let (mut out, mut e) = (Vec::new(), Vec::new());
+        let code = watch(
+            &dir.0.join("nope.sock"),
+            Duration::from_millis(10),
+            false,
+            2,
+            &mut out,
+            &mut e,
+        );
+        assert_eq!(code, EXIT_UNREACHABLE);
     }
 
     #[test]

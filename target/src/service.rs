@@ -1260,10 +1260,27 @@ pub fn run(config: Config, config_path: &Path) -> i32 {
         .map_or(Duration::from_millis(200), |w| {
             (w / 2).min(Duration::from_millis(200))
         });
+    // `systemctl status` shows the long jobs (rebuild, replace copy, resync, scrub) with
+    // their percentage, rate and time left beside what is served, updated every 2 s.
+    let mut shown = serving.clone();
+    let mut last_look = std::time::Instant::now();
     while !term.load(Ordering::Acquire) {
         std::thread::sleep(tick);
         if let Some(n) = &notifier {
             let _ = n.watchdog();
+            if last_look.elapsed() >= Duration::from_secs(2) {
+                last_look = std::time::Instant::now();
+                let jobs = crate::mgmt::jobs_line(&api.status());
+                let line = if jobs.is_empty() {
+                    serving.clone()
+                } else {
+                    format!("{serving}; {jobs}")
+                };
+                if line != shown {
+                    let _ = n.status(&line);
+                    shown = line;
+                }
+            }
         }
     }
     tracing::info!("stopping: draining in-flight I/O");

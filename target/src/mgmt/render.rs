@@ -108,16 +108,41 @@ fn array(out: &mut String, a: &ArrayStatus) {
         a.spares.join(", ")
     };
     let _ = writeln!(out, "    spares: {spares}");
+    for (what, p) in jobs(a) {
+        let _ = writeln!(out, "    {what}: {}", progress(&p));
+    }
+}
+
+/// The long jobs running on an array: ("rebuild" | "replace copy" | "resync" | "scrub",
+/// progress).
+pub fn jobs(a: &ArrayStatus) -> Vec<(&'static str, Progress)> {
     let copy = match a.state.as_str() {
         "replacing" => "replace copy",
         "resyncing" => "resync",
         _ => "rebuild",
     };
-    for (what, p) in [(copy, &a.rebuild), ("scrub", &a.scrub)] {
-        if let Some(p) = p {
-            let _ = writeln!(out, "    {what}: {}", progress(p));
+    [(copy, a.rebuild), ("scrub", a.scrub)]
+        .into_iter()
+        .filter_map(|(w, p)| p.map(|p| (w, p)))
+        .collect()
+}
+
+/// One line for every long job of every array, for systemd's STATUS= and `raidline status
+/// --watch` without a terminal: "array0 rebuild 25.0 % (1.00 GiB of 4.00 GiB) at 1.00 MiB/s,
+/// 00:51:12 left". Empty when nothing runs.
+pub fn jobs_line(r: &StatusReport) -> String {
+    let mut parts = Vec::new();
+    for a in &r.arrays {
+        for (what, p) in jobs(a) {
+            parts.push(format!("{} {what} {}", a.name, progress(&p)));
         }
     }
+    parts.join("; ")
+}
+
+/// "25.0 % (1.00 GiB of 4.00 GiB) at 1.00 MiB/s, 00:51:12 left".
+pub fn progress_text(p: &Progress) -> String {
+    progress(p)
 }
 
 fn exposure(out: &mut String, e: &ExposureStatus) {
