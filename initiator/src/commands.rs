@@ -233,6 +233,13 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// How a long command reports as it goes: (phase: "read" | "write", bytes done, bytes in all),
+/// after every step of at most [`STEP_BYTES`].
+pub type Progress<'a> = &'a mut dyn FnMut(&'static str, u64, u64);
+
+/// The largest transfer between two progress reports.
+pub const STEP_BYTES: usize = 1 << 20;
+
 /// Reads `bytes` (rounded up to whole blocks) from `lba`; returns exactly `bytes`.
 pub fn read<F: Fabric>(
     c: &mut Controller<F>,
@@ -240,12 +247,23 @@ pub fn read<F: Fabric>(
     lba: Lba,
     bytes: u64,
 ) -> Result<Vec<u8>, Error> {
+    read_with(c, nsid, lba, bytes, &mut |_, _, _| {})
+}
+
+/// [`read`], reporting progress.
+pub fn read_with<F: Fabric>(
+    c: &mut Controller<F>,
+    nsid: Nsid,
+    lba: Lba,
+    bytes: u64,
+    progress: Progress<'_>,
+) -> Result<Vec<u8>, Error> {
     let ns = c.namespace(nsid)?;
     let bs = u64::from(ns.block_size);
     let len = usize::try_from(bytes.div_ceil(bs) * bs)
         .map_err(|_| Error::InvalidArgument(format!("{bytes} bytes")))?;
     let mut buf = vec![0u8; len];
-    move_data(c, IoOp::Read, &ns, lba, &mut buf)?;
+    move_data(c, IoOp::Read, &ns, lba, &mut buf, progress)?;
     buf.truncate(bytes as usize);
     Ok(buf)
 }
@@ -257,29 +275,56 @@ pub fn write<F: Fabric>(
     lba: Lba,
     data: &[u8],
 ) -> Result<(), Error> {
+    write_with(c, nsid, lba, data, &mut |_, _, _| {})
+}
+
+/// [`write`], reporting progress.
+pub fn write_with<F: Fabric>(
+    c: &mut Controller<F>,
+    nsid: Nsid,
+    lba: Lba,
+    data: &[u8],
+    progress: Progress<'_>,
+) -> Result<(), Error> {
     let ns = c.namespace(nsid)?;
     let bs = ns.block_size as usize;
     let mut buf = data.to_vec();
     buf.resize(data.len().div_ceil(bs).max(1) * bs, 0);
-    move_data(c, IoOp::Write, &ns, lba, &mut buf)
+    move_data(c, IoOp::Write, &ns, lba, &mut buf, progress)
 }
 
+/// Moves `buf` in steps of at most [`STEP_BYTES`] (whole blocks), reporting after each.
 fn move_data<F: Fabric>(
     c: &mut Controller<F>,
     op: IoOp,
     ns: &Namespace,
     lba: Lba,
     buf: &mut [u8],
+    progress: Progress<'_>,
 ) -> Result<(), Error> {
     if c.io.is_empty() {
         return Err(Error::Protocol(
             "the controller granted no I/O queue".into(),
         ));
     }
-    match op {
-        IoOp::Read => c.read(0, ns, lba, buf),
-        IoOp::Write => c.write(0, ns, lba, buf),
+    let bs = (ns.block_size as usize).max(1);
+    let step = (STEP_BYTES / bs).max(1) * bs;
+    let total = buf.len() as u64;
+    let phase = match op {
+        IoOp::Read => "read",
+        IoOp::Write => "write",
+    };
+    let mut done = 0usize;
+    for chunk in buf.chunks_mut(step) {
+        let at = Lba(lba.0 + (done / bs) as u64);
+        match op {
+            IoOp::Read => c.read(0, ns, at, chunk)?,
+            IoOp::Write => c.write(0, ns, at, chunk)?,
+        }
+        done += chunk.len();
+        progress(phase, done as u64, total);
     }
+    Ok(())
 }
 
 /// Write Zeroes over `blocks` blocks from `lba` (at most 65536 per command), optionally letting
@@ -394,6 +439,18 @@ pub fn verify<F: Fabric>(
     blocks: u64,
     seed: u64,
 ) -> Result<VerifyReport, Error> {
+    verify_with(c, nsid, lba, blocks, seed, &mut |_, _, _| {})
+}
+
+/// [`verify`], reporting the write pass and then the read pass.
+pub fn verify_with<F: Fabric>(
+    c: &mut Controller<F>,
+    nsid: Nsid,
+    lba: Lba,
+    blocks: u64,
+    seed: u64,
+    progress: Progress<'_>,
+) -> Result<VerifyReport, Error> {
     let ns = c.namespace(nsid)?;
     let blocks = if blocks == 0 {
         ns.blocks.saturating_sub(lba.0)
@@ -415,8 +472,9 @@ pub fn verify<F: Fabric>(
         let n = step.min(lba.0 + blocks - at);
         buf.resize(n as usize * bs, 0);
         pattern::fill(seed, at, bs, &mut buf);
-        move_data(c, IoOp::Write, &ns, Lba(at), &mut buf)?;
+        move_data(c, IoOp::Write, &ns, Lba(at), &mut buf, &mut |_, _, _| {})?;
         at += n;
+        progress("write", (at - lba.0) * bs as u64, blocks * bs as u64);
     }
     c.flush(0, nsid)?;
     let write_time = t.elapsed();
@@ -427,9 +485,10 @@ pub fn verify<F: Fabric>(
         let n = step.min(lba.0 + blocks - at);
         buf.resize(n as usize * bs, 0);
         buf.fill(0);
-        move_data(c, IoOp::Read, &ns, Lba(at), &mut buf)?;
+        move_data(c, IoOp::Read, &ns, Lba(at), &mut buf, &mut |_, _, _| {})?;
         mismatches.extend(pattern::mismatches(seed, at, bs, &buf));
         at += n;
+        progress("read", (at - lba.0) * bs as u64, blocks * bs as u64);
     }
     Ok(VerifyReport {
         blocks,

@@ -522,3 +522,45 @@ fn perf_keeps_the_queue_full_and_counts_every_io() {
     assert!(total.latency.percentile(50.0) <= total.latency.percentile(99.9));
     assert_eq!(r.seen.io_commands.load(Ordering::Relaxed), total.ios());
 }
+
+/// Issue 20 item 4: read, write and verify report their progress (phase, bytes done, bytes in
+/// all) after every step, ending at the whole; the CLI draws it as bars on a terminal.
+#[test]
+fn long_commands_report_progress() {
+    use raidline_initiator::commands;
+    let r = common::start(Script::default());
+    let mut o = opts();
+    o.io_queues = 1;
+    let mut c = connect(&r, o);
+    let mut seen: Vec<(&'static str, u64, u64)> = Vec::new();
+    let data = vec![0x5Au8; 300 * BLOCK];
+    commands::write_with(&mut c, Nsid(1), Lba(0), &data, &mut |p, d, t| {
+        seen.push((p, d, t))
+    })
+    .unwrap();
+    assert_eq!(
+        seen,
+        vec![("write", 300 * BLOCK as u64, 300 * BLOCK as u64)]
+    );
+    seen.clear();
+    let back = commands::read_with(
+        &mut c,
+        Nsid(1),
+        Lba(0),
+        300 * BLOCK as u64,
+        &mut |p, d, t| seen.push((p, d, t)),
+    )
+    .unwrap();
+    assert!(back == data);
+    assert_eq!(seen, vec![("read", 300 * BLOCK as u64, 300 * BLOCK as u64)]);
+    seen.clear();
+    let rep = commands::verify_with(&mut c, Nsid(1), Lba(0), 0, 9, &mut |p, d, t| {
+        seen.push((p, d, t))
+    })
+    .unwrap();
+    assert!(rep.mismatches.is_empty());
+    let whole = 2048 * BLOCK as u64;
+    assert_eq!(seen.first(), Some(&("write", whole, whole)));
+    assert_eq!(seen.last(), Some(&("read", whole, whole)));
+    c.shutdown().unwrap();
+}

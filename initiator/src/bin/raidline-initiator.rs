@@ -323,6 +323,39 @@ impl From<Error> for Failure {
     }
 }
 
+/// Progress of read, write and verify: an indicatif bar per phase on stderr when it is a
+/// terminal, nothing otherwise (the result lines stay the same either way).
+fn progress_bar() -> impl FnMut(&'static str, u64, u64) {
+    use indicatif::{ProgressBar, ProgressStyle};
+    let tty = std::io::stderr().is_terminal();
+    let mut bar: Option<(&'static str, ProgressBar)> = None;
+    move |phase, done, total| {
+        if !tty {
+            return;
+        }
+        if bar.as_ref().map(|(p, _)| *p) != Some(phase) {
+            if let Some((_, b)) = bar.take() {
+                b.finish();
+            }
+            let style = ProgressStyle::with_template(
+                "{prefix:>5} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> ");
+            bar = Some((
+                phase,
+                ProgressBar::new(total).with_style(style).with_prefix(phase),
+            ));
+        }
+        if let Some((_, b)) = &bar {
+            b.set_position(done);
+            if done >= total {
+                b.finish();
+            }
+        }
+    }
+}
+
 fn run(cli: Cli) -> Result<(), Failure> {
     let a = &cli.conn;
     let fabric_for = |a: &Conn| -> Result<VerbsFabric, Failure> {
@@ -398,8 +431,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
             output,
         } => {
             let o = options(&ns, 1, 32, 128 * 1024);
+            let mut bar = progress_bar();
             let data = commands::with_controller(fabric_for(a)?, t.addr, o, |c| {
-                commands::read(c, Nsid(ns.nsid), Lba(lba), size)
+                commands::read_with(c, Nsid(ns.nsid), Lba(lba), size, &mut bar)
             })?;
             std::fs::write(&output, &data)
                 .map_err(|e| Failure::Failed(format!("{}: {e}", output.display())))?;
@@ -413,8 +447,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let data = std::fs::read(&input)
                 .map_err(|e| Failure::Failed(format!("{}: {e}", input.display())))?;
             let o = options(&ns, 1, 32, 128 * 1024);
+            let mut bar = progress_bar();
             commands::with_controller(fabric_for(a)?, t.addr, o, |c| {
-                commands::write(c, Nsid(ns.nsid), Lba(lba), &data)
+                commands::write_with(c, Nsid(ns.nsid), Lba(lba), &data, &mut bar)
             })?;
             println!(
                 "wrote {} bytes from {} at LBA {lba}",
@@ -431,6 +466,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         } => {
             let nsid = Nsid(ns.nsid);
             let o = options(&ns, 1, 32, 128 * 1024);
+            let mut bar = progress_bar();
             let r = commands::with_controller(fabric_for(a)?, t.addr, o, |c| {
                 let blocks = match (blocks, size) {
                     (Some(b), _) => b,
@@ -440,7 +476,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     }
                     (None, None) => 0,
                 };
-                commands::verify(c, nsid, Lba(lba), blocks, seed)
+                commands::verify_with(c, nsid, Lba(lba), blocks, seed, &mut bar)
             })?;
             let mib = (r.blocks * u64::from(r.block_size)) as f64 / 1048576.0;
             println!(
