@@ -18,7 +18,7 @@
 //! CQs, SRQ, RDMA CM id), so drop order never matters for memory safety.
 
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
 
 use crate::error::{FabricError, PostError};
@@ -123,7 +123,7 @@ pub trait MemoryRegion: Send + Sync {
 /// Event mode: `poll` until empty, [`CompletionQueue::arm`], `poll` once more (a completion may
 /// have slipped in), then wait for the fd to be readable, [`CompletionQueue::ack_events`], and
 /// start over.
-pub trait CompletionQueue: Send + AsRawFd {
+pub trait CompletionQueue: Send + AsRawFd + AsFd {
     /// What QP creation needs; keeps the CQ alive.
     type Handle: Clone + Send + Sync;
     /// A handle for QP creation.
@@ -176,7 +176,7 @@ pub trait IncomingRequest {
 
 /// The RDMA CM: listeners, active connects, accept/reject, disconnect, and the event stream.
 /// The fd is readable when [`ConnectionManager::poll_event`] may return an event.
-pub trait ConnectionManager<F: Fabric>: Send + AsRawFd {
+pub trait ConnectionManager<F: Fabric>: Send + AsRawFd + AsFd {
     /// Listens on `addr` (port 0: any free port); returns the bound address.
     fn listen(&mut self, addr: SocketAddr, backlog: u32) -> Result<SocketAddr, FabricError>;
     /// Starts an active connect; its QP is built from `init` and comes in the `Established`

@@ -246,6 +246,12 @@ impl<C: CompletionQueue> AsRawFd for FaultyCq<C> {
     }
 }
 
+impl<C: CompletionQueue> std::os::fd::AsFd for FaultyCq<C> {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.inner.as_fd()
+    }
+}
+
 impl<C: CompletionQueue> CompletionQueue for FaultyCq<C> {
     type Handle = C::Handle;
     fn handle(&self) -> C::Handle {
@@ -344,6 +350,12 @@ pub struct FaultyCm<F: Fabric> {
 impl<F: Fabric> AsRawFd for FaultyCm<F> {
     fn as_raw_fd(&self) -> RawFd {
         self.inner.as_raw_fd()
+    }
+}
+
+impl<F: Fabric> std::os::fd::AsFd for FaultyCm<F> {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.inner.as_fd()
     }
 }
 

@@ -1,19 +1,21 @@
 //! Waiting for a file descriptor (a completion channel, the RDMA CM event channel) to become
-//! readable, with a timeout: the one `poll(2)` call the target's threads sleep in.
-#![allow(unsafe_code)]
+//! readable, with a timeout: the one `poll(2)` call the target's threads sleep in (nix's safe
+//! wrapper: the descriptors are borrowed for the call, `AsFd`).
 
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::time::Duration;
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 /// Waits until `fd` is readable or `timeout` passes. `Ok(true)`: readable (or hung up, which a
 /// read then reports); `Ok(false)`: timed out or interrupted by a signal.
 /// `fd` is anything that owns a descriptor (a CQ, the CM, a socket), borrowed for the call.
-pub fn wait_readable(fd: &impl AsRawFd, timeout: Duration) -> std::io::Result<bool> {
-    wait_any(&[fd as &dyn AsRawFd], timeout)
+pub fn wait_readable(fd: &impl AsFd, timeout: Duration) -> std::io::Result<bool> {
+    wait_any(&[fd as &dyn AsFd], timeout)
 }
 
 /// Waits until any of `fds` is readable or `timeout` passes; `Ok(true)` when one is.
-pub fn wait_any(fds: &[&dyn AsRawFd], timeout: Duration) -> std::io::Result<bool> {
+pub fn wait_any(fds: &[&dyn AsFd], timeout: Duration) -> std::io::Result<bool> {
     Ok(wait_ready(fds, timeout)? != 0)
 }
 
@@ -24,38 +26,28 @@ pub const MAX_WAIT_FDS: usize = 8;
 /// and says which: bit `i` of the answer is set when `fds[i]` is; 0 after a timeout or a
 /// signal. Callers skip the read that would only answer `EAGAIN` on the others (a syscall
 /// each, expensive where every system call is emulated). At most [`MAX_WAIT_FDS`] descriptors.
-pub fn wait_ready(fds: &[&dyn AsRawFd], timeout: Duration) -> std::io::Result<u32> {
+pub fn wait_ready(fds: &[&dyn AsFd], timeout: Duration) -> std::io::Result<u32> {
     if fds.len() > MAX_WAIT_FDS {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             format!("wait_ready takes at most {MAX_WAIT_FDS} descriptors"),
         ));
     }
-    let mut pfds = [libc::pollfd {
-        fd: -1,
-        events: 0,
-        revents: 0,
-    }; MAX_WAIT_FDS];
-    for (p, f) in pfds.iter_mut().zip(fds) {
-        p.fd = f.as_raw_fd();
-        p.events = libc::POLLIN;
-    }
+    let mut pfds: Vec<PollFd<'_>> = fds
+        .iter()
+        .map(|f| PollFd::new(f.as_fd(), PollFlags::POLLIN))
+        .collect();
     let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    // SAFETY: `pfds` is a live, initialised array of at least `fds.len()` pollfds for the whole
-    // call and only that many are passed; the descriptors' owners are borrowed for the call (a
-    // stale number would only be reported as POLLNVAL).
-    let r = unsafe { libc::poll(pfds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-    if r < 0 {
-        let e = std::io::Error::last_os_error();
-        if e.kind() == std::io::ErrorKind::Interrupted {
-            return Ok(0);
-        }
-        return Err(e);
+    let t = PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX);
+    match poll(&mut pfds, t) {
+        Ok(_) => {}
+        Err(nix::errno::Errno::EINTR) => return Ok(0),
+        Err(e) => return Err(e.into()),
     }
-    Ok(pfds[..fds.len()]
+    Ok(pfds
         .iter()
         .enumerate()
-        .filter(|(_, p)| p.revents != 0)
+        .filter(|(_, p)| p.revents().is_some_and(|r| !r.is_empty()))
         .fold(0, |m, (i, _)| m | 1 << i))
 }
 

@@ -274,6 +274,15 @@ impl AsRawFd for VerbsCq {
     }
 }
 
+impl std::os::fd::AsFd for VerbsCq {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        // SAFETY: the completion channel's descriptor stays open while `inner` lives (it is
+        // closed by ibv_destroy_comp_channel in inner's Drop), so for as long as `self` is
+        // borrowed.
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(self.as_raw_fd()) }
+    }
+}
+
 fn set_nonblocking(fd: RawFd) -> Result<(), FabricError> {
     // SAFETY: fcntl on an fd we own (a completion or CM channel); no memory is passed.
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };

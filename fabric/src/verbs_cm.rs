@@ -132,6 +132,15 @@ impl AsRawFd for VerbsCm {
     }
 }
 
+impl std::os::fd::AsFd for VerbsCm {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        // SAFETY: the event channel's descriptor stays open while `self.channel` lives (it is
+        // closed by rdma_destroy_event_channel in its Drop), so for as long as `self` is
+        // borrowed.
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(self.as_raw_fd()) }
+    }
+}
+
 fn to_sockaddr(a: SocketAddr) -> libc::sockaddr_storage {
     // SAFETY: sockaddr_storage is plain bytes; all-zero is valid.
     let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };

@@ -196,6 +196,12 @@ impl AsRawFd for MemCq {
     }
 }
 
+impl std::os::fd::AsFd for MemCq {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.rx.as_fd()
+    }
+}
+
 impl CompletionQueue for MemCq {
     type Handle = MemCqHandle;
     fn handle(&self) -> MemCqHandle {
@@ -314,6 +320,12 @@ pub struct MemCm {
 impl AsRawFd for MemCm {
     fn as_raw_fd(&self) -> RawFd {
         self.rx.as_raw_fd()
+    }
+}
+
+impl std::os::fd::AsFd for MemCm {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.rx.as_fd()
     }
 }
 

@@ -342,8 +342,8 @@ impl OwnedRing {
     }
 
     /// Readable after completions arrived; [`OwnedRing::clear_event`] resets it.
-    pub fn event_fd(&self) -> RawFd {
-        self.eventfd.as_raw_fd()
+    pub fn event_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.eventfd)
     }
 
     /// Resets the eventfd (one `read`): call after a wake-up that it caused.

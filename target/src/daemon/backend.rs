@@ -394,6 +394,12 @@ impl std::os::fd::AsRawFd for Waker {
     }
 }
 
+impl std::os::fd::AsFd for Waker {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.rx.as_fd()
+    }
+}
+
 /// [`RaidQueue`]'s shape over one member: worker threads run `read_at`/`write_at`/`flush`.
 pub(crate) struct FileQueue {
     member: Arc<dyn Member>,

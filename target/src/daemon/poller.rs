@@ -148,15 +148,6 @@ struct SharedRecv<F: Fabric> {
     bufs: RecvBuffers<F>,
 }
 
-/// A raw descriptor to wait on (the ring's eventfd, owned by the ring).
-struct RawFdRef(std::os::fd::RawFd);
-
-impl std::os::fd::AsRawFd for RawFdRef {
-    fn as_raw_fd(&self) -> std::os::fd::RawFd {
-        self.0
-    }
-}
-
 impl<F: Fabric> Poller<F> {
     pub(crate) fn new(id: usize, shared: Arc<Shared>, io: PollerIo<F>, mode: PollMode) -> Self {
         let mut p = Poller {
@@ -309,11 +300,11 @@ impl<F: Fabric> Poller<F> {
                 // Storage completions and control messages come through the waker, admin
                 // events too (Shared::wake_pollers); paced work wakes at its due time.
                 let wait = due.map_or(IDLE_WAIT, |d| d.min(IDLE_WAIT));
-                let ring_fd = RawFdRef(self.ring.as_ref().map_or(-1, |r| r.event_fd()));
-                let ready = if self.ring.is_some() {
-                    wait_ready(&[&self.cq, &self.waker, &ring_fd], wait).unwrap_or(0b111)
-                } else {
-                    wait_ready(&[&self.cq, &self.waker], wait).unwrap_or(0b11)
+                let ready = match self.ring.as_ref().map(|r| r.event_fd()) {
+                    Some(ring_fd) => {
+                        wait_ready(&[&self.cq, &self.waker, &ring_fd], wait).unwrap_or(0b111)
+                    }
+                    None => wait_ready(&[&self.cq, &self.waker], wait).unwrap_or(0b11),
                 };
                 self.waker.awake();
                 // Only what became readable is read: each read is a system call.
