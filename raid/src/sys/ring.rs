@@ -34,7 +34,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 
 use io_uring::{opcode, squeue, types, IoUring};
@@ -234,7 +234,7 @@ pub struct OwnedRing {
     queued: usize,
     regions: Vec<(usize, usize)>,
     arenas: Vec<Arc<BufferArena>>,
-    eventfd: OwnedFd,
+    eventfd: nix::sys::eventfd::EventFd,
     fixed_ops: u64,
     plain_ops: u64,
     /// Reaped completions (kept to spare an allocation per pass).
@@ -266,14 +266,9 @@ impl OwnedRing {
     /// worker threads).
     pub fn new(entries: u32) -> std::io::Result<OwnedRing> {
         let ring = IoUring::new(entries.max(8))?;
-        // SAFETY: eventfd(2) with valid flags; a non-negative result is a new descriptor
-        // that nothing else owns.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: `fd` was just returned by eventfd(2) and is owned by nobody else.
-        let eventfd = unsafe { OwnedFd::from_raw_fd(fd) };
+        use nix::sys::eventfd::{EfdFlags, EventFd};
+        let eventfd =
+            EventFd::from_value_and_flags(0, EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)?;
         ring.submitter().register_eventfd(eventfd.as_raw_fd())?;
         Ok(OwnedRing {
             ring,
@@ -348,16 +343,8 @@ impl OwnedRing {
 
     /// Resets the eventfd (one `read`): call after a wake-up that it caused.
     pub fn clear_event(&self) {
-        let mut v = 0u64;
-        // SAFETY: reads 8 bytes into a live u64 from our own non-blocking eventfd; EAGAIN
-        // when it was not signalled is fine.
-        let _ = unsafe {
-            libc::read(
-                self.eventfd.as_raw_fd(),
-                (&mut v as *mut u64).cast::<libc::c_void>(),
-                8,
-            )
-        };
+        // EAGAIN when it was not signalled is fine.
+        let _ = self.eventfd.read();
     }
 
     /// Takes a request into the ring; its operations go to the kernel at the next
