@@ -35,4 +35,12 @@ pub enum CcError {
     /// The scenario parses but describes something the simulator cannot run.
     #[error("invalid scenario: {0}")]
     ScenarioInvalid(String),
+    /// A scenario error at a line of its file (1-based).
+    #[error("line {line}: {source}")]
+    ScenarioAt {
+        /// The line of the key the error is about.
+        line: usize,
+        /// The error.
+        source: Box<CcError>,
+    },
 }

@@ -204,6 +204,81 @@ impl RunSpec {
     }
 }
 
+/// Points a validation error at the line of the key it names (TOML syntax errors carry their
+/// own line already): the first identifier of the message that is a key of the file, inside
+/// the named group's `[[groups]]` table for a group's error; the `algorithm = "…"` line for an
+/// unknown algorithm; the parameter's line for a run's parameter.
+fn at_line(text: &str, e: CcError) -> CcError {
+    let lines: Vec<&str> = text.lines().collect();
+    // The line range of each [[groups]] table and its name.
+    let mut groups: Vec<(String, std::ops::Range<usize>)> = Vec::new();
+    let mut open: Option<(Option<String>, usize)> = None;
+    for (i, l) in lines.iter().enumerate() {
+        let t = l.trim();
+        if t.starts_with('[') {
+            if let Some((name, start)) = open.take() {
+                groups.push((name.unwrap_or_default(), start..i));
+            }
+            if t == "[[groups]]" {
+                open = Some((None, i));
+            }
+        } else if let Some((name @ None, _)) = open.as_mut() {
+            if let Some(v) = t.strip_prefix("name").map(str::trim_start) {
+                if let Some(v) = v.strip_prefix('=') {
+                    *name = Some(v.trim().trim_matches('"').to_owned());
+                }
+            }
+        }
+    }
+    if let Some((name, start)) = open {
+        groups.push((name.unwrap_or_default(), start..lines.len()));
+    }
+    let key_at = |key: &str, range: std::ops::Range<usize>| {
+        range.into_iter().find(|&i| {
+            let t = lines[i].trim_start();
+            let has = |s: &str| {
+                s.strip_prefix(key)
+                    .is_some_and(|r| r.trim_start().starts_with('='))
+            };
+            has(t) || t.split(['{', ',']).any(|part| has(part.trim_start()))
+        })
+    };
+    let line = match &e {
+        CcError::UnknownAlgorithm(name) => {
+            let want = format!("\"{name}\"");
+            (0..lines.len()).find(|&i| {
+                let t = lines[i].trim_start();
+                t.starts_with("algorithm") && t.contains(&want)
+            })
+        }
+        CcError::OutOfRange { name, .. } => key_at(name, 0..lines.len()),
+        CcError::UnknownParam { name, .. } => key_at(name, 0..lines.len()),
+        CcError::ScenarioInvalid(msg) => {
+            let (range, rest) = match msg.strip_prefix("group `").and_then(|r| r.split_once('`')) {
+                Some((g, rest)) => (
+                    groups
+                        .iter()
+                        .find(|(n, _)| n == g)
+                        .map_or(0..lines.len(), |(_, r)| r.clone()),
+                    rest,
+                ),
+                None => (0..lines.len(), msg.as_str()),
+            };
+            rest.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|w| w.contains('_') || w.len() > 3)
+                .find_map(|w| key_at(w, range.clone()))
+        }
+        _ => None,
+    };
+    match line {
+        Some(i) => CcError::ScenarioAt {
+            line: i + 1,
+            source: Box::new(e),
+        },
+        None => e,
+    }
+}
+
 fn check(ok: bool, what: &str) -> Result<(), CcError> {
     if ok {
         Ok(())
@@ -224,7 +299,7 @@ impl Scenario {
     pub fn parse(text: &str) -> Result<Scenario, CcError> {
         let s: Scenario =
             toml::from_str(text).map_err(|e| CcError::ScenarioSyntax(e.to_string()))?;
-        s.validate()?;
+        s.validate().map_err(|e| at_line(text, e))?;
         Ok(s)
     }
 
@@ -341,6 +416,43 @@ traffic = "long"
 algorithm = "fixed"
 "#;
 
+    /// The error under its line, if it has one.
+    fn root(e: CcError) -> CcError {
+        match e {
+            CcError::ScenarioAt { source, .. } => *source,
+            e => e,
+        }
+    }
+
+    /// Issue 20 item 7: a scenario's errors point at the line of the key they are about.
+    #[test]
+    fn errors_name_the_line() {
+        let line = |text: &str| match Scenario::parse(text) {
+            Err(CcError::ScenarioAt { line, source }) => (line, source.to_string()),
+            other => panic!("{other:?}"),
+        };
+        let (l, m) = line(&MIN.replace("measure_from_ms = 0.5", "measure_from_ms = 5.0"));
+        assert_eq!(l, 4, "{m}");
+        assert!(m.contains("measure_from_ms"), "{m}");
+        let two = format!("{MIN}[[groups]]\nname = \"h\"\nhosts = 0\ntraffic = \"long\"\n");
+        let (l, m) = line(&two);
+        assert_eq!(l, 13, "{m}: the second group's hosts line");
+        assert!(m.contains("group `h`"), "{m}");
+        let (l, _) = line(&MIN.replace("\"fixed\"", "\"nope\""));
+        assert_eq!(l, 10);
+        let (l, _) = line(&MIN.replace(
+            "algorithm = \"fixed\"",
+            "algorithm = \"fixed\"\nparams = { rate_mbps = -1.0 }",
+        ));
+        assert_eq!(l, 11);
+        assert!(
+            Scenario::parse(&MIN.replace("measure_from_ms = 0.5", "measure_from_ms = 5.0"))
+                .unwrap_err()
+                .to_string()
+                .starts_with("line 4: invalid scenario: measure_from_ms")
+        );
+    }
+
     #[test]
     fn parses_with_defaults_and_refuses_bad_input() {
         let s = Scenario::parse(MIN).unwrap();
@@ -357,12 +469,12 @@ algorithm = "fixed"
         ));
         let bad = MIN.replace("measure_from_ms = 0.5", "measure_from_ms = 5.0");
         assert!(matches!(
-            Scenario::parse(&bad),
+            Scenario::parse(&bad).map_err(root),
             Err(CcError::ScenarioInvalid(_))
         ));
         let bad = MIN.replace("\"fixed\"", "\"nope\"");
         assert!(matches!(
-            Scenario::parse(&bad),
+            Scenario::parse(&bad).map_err(root),
             Err(CcError::UnknownAlgorithm(_))
         ));
         let bad = MIN.replace(
@@ -370,7 +482,7 @@ algorithm = "fixed"
             "algorithm = \"fixed\"\nparams = { rate_mbps = -1.0 }",
         );
         assert!(matches!(
-            Scenario::parse(&bad),
+            Scenario::parse(&bad).map_err(root),
             Err(CcError::OutOfRange { .. })
         ));
     }
