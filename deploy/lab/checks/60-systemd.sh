@@ -17,7 +17,8 @@
 #     instances, its verbs devices and O_DIRECT members; `raidline status`
 #     answers on /run/raidline/raidline.sock (RuntimeDirectory, 0750), the metrics endpoint on
 #     127.0.0.1:9420 (AF_INET under RestrictAddressFamilies); the host connects and
-#     writes 8 MiB (O_DIRECT), which reads back equal;
+#     writes 8 MiB (O_DIRECT), which reads back equal; a scrub shows its progress in the
+#     unit's StatusText (STATUS=), as a rebuild or replace would;
 #  2. SIGKILL of the main PID: systemd restarts it (Restart=on-failure), NRestarts 0 → 1, a new
 #     MainPID is active, the journal has "code=killed, status=9/KILL" and the daemon's unclean-stop
 #     notice; the host reconnects by itself and the 8 MiB read back equal;
@@ -252,6 +253,16 @@ readback() { # PHASE: the 8 MiB read back equal (waits for the host's reconnect)
 }
 readback "after connect"
 row "1 host I/O" - "nvme connect → $dev, 8 MiB O_DIRECT write + read back equal"
+
+# A long job shows in `systemctl status` (STATUS=): a scrub, as a rebuild or replace would.
+t=$(now)
+raidline array scrub array0 > /dev/null || fail "raidline array scrub array0"
+status_shows_scrub() {
+  props StatusText
+  [[ ${P[StatusText]} =~ array0\ scrub\ [0-9.]+\ % ]]
+}
+wait_until 30 "StatusText shows the scrub" status_shows_scrub
+row "1 STATUS= progress" "$(dt "$t")" "StatusText='${P[StatusText]}'"
 
 # 2. SIGKILL: Restart=on-failure.
 lab_log "2. SIGKILL of the main PID $pid"
