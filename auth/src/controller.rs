@@ -162,6 +162,9 @@ impl Authenticator {
         self.failure = explanation;
         self.keys = None;
         self.c2 = None;
+        // A refused re-authentication takes the earlier one away at once.
+        self.authenticated = None;
+        self.pending = None;
         Event::Refused {
             explanation,
             why: why.into(),

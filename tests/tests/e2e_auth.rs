@@ -95,6 +95,14 @@ fn authenticated_hosts_do_io_on_every_queue() {
             if bidi { " bidirectional" } else { "" }
         );
         assert_eq!(auth_status(&rig), vec![want]);
+        // The steps ran on the authentication thread, not on a poller or the control thread.
+        let names: Vec<String> = std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+            .map(|n| n.trim().to_string())
+            .collect();
+        assert!(names.iter().any(|n| n == "raidline-auth"), "{names:?}");
         assert_eq!(
             auth_counts(&rig),
             (3, 0, 0),

@@ -23,7 +23,7 @@ use super::backend::Waker;
 use super::poller::PollerMsg;
 use super::pool::RecvBuffers;
 use super::queue::{Queue, Wr};
-use super::{ControlMsg, Shared};
+use super::{AuthJob, AuthResult, ControlMsg, Shared};
 use crate::queue::{QueueRole, QueueState};
 
 /// How a poller is reached.
@@ -76,6 +76,9 @@ pub(crate) struct Control<F: Fabric> {
     next_poller: usize,
     degraded: Vec<usize>,
     last_health: Instant,
+    /// The authentication thread's inbox, started with the first step (none without hosts
+    /// that must authenticate).
+    auth: Option<std::sync::mpsc::Sender<AuthJob>>,
 }
 
 impl<F: Fabric> Control<F> {
@@ -104,6 +107,52 @@ impl<F: Fabric> Control<F> {
             next_poller: 0,
             degraded,
             last_health: Instant::now(),
+            auth: None,
+        }
+    }
+
+    /// Hands an authentication step to the authentication thread (started on first use): its
+    /// modular exponentiations (53 ms for an ffdhe8192 exchange) must not hold up RDMA CM
+    /// events, keep-alive, array health or a stop request here, whatever a host sends.
+    fn authenticate(&mut self, job: AuthJob) {
+        if self.auth.is_none() {
+            let (tx, rx) = std::sync::mpsc::channel::<AuthJob>();
+            let shared = self.shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name("raidline-auth".into())
+                .spawn(move || {
+                    for mut job in rx {
+                        let result = job.run();
+                        shared.tell_control(ControlMsg::AuthDone(job, result));
+                    }
+                });
+            match spawned {
+                Ok(_) => self.auth = Some(tx),
+                Err(e) => {
+                    tracing::error!("cannot start the authentication thread: {e}");
+                }
+            }
+        }
+        let job = match &self.auth {
+            Some(tx) => match tx.send(job) {
+                Ok(()) => return,
+                Err(std::sync::mpsc::SendError(job)) => job,
+            },
+            None => job,
+        };
+        // No thread: the step runs here rather than never.
+        let mut job = job;
+        let result = job.run();
+        self.auth_done(job, result);
+    }
+
+    fn auth_done(&mut self, job: AuthJob, result: AuthResult) {
+        if let Some(p) = self.pollers.get(job.poller) {
+            p.send(PollerMsg::AuthDone {
+                conn: job.conn,
+                auth: job.auth,
+                result,
+            });
         }
     }
 
@@ -319,6 +368,7 @@ impl<F: Fabric> Control<F> {
             served: None,
             auth: None,
             auth_req: None,
+            auth_busy: false,
             cntlid: 0,
             parked: HashMap::new(),
             elsewhere: 0,
@@ -369,16 +419,8 @@ impl<F: Fabric> Control<F> {
 
     fn on_msg(&mut self, msg: ControlMsg) {
         match msg {
-            ControlMsg::Auth(mut job) => {
-                let result = job.run();
-                if let Some(p) = self.pollers.get(job.poller) {
-                    p.send(PollerMsg::AuthDone {
-                        conn: job.conn,
-                        auth: job.auth,
-                        result,
-                    });
-                }
-            }
+            ControlMsg::Auth(job) => self.authenticate(job),
+            ControlMsg::AuthDone(job, result) => self.auth_done(job, result),
             ControlMsg::QueueClosed { conn, role, reason } => {
                 self.queue_closed(role, &reason);
                 if let Some(c) = self.conns.get_mut(&conn) {

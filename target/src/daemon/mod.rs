@@ -177,9 +177,12 @@ pub(crate) enum ControlMsg {
         role: QueueRole,
         reason: String,
     },
-    /// One step of a queue's DH-HMAC-CHAP exchange, run here so that its modular
-    /// exponentiations (2 ms for ffdhe2048 … 53 ms for ffdhe8192) never stall a poller.
+    /// One step of a queue's DH-HMAC-CHAP exchange, for the authentication thread (its modular
+    /// exponentiations, 2 ms for ffdhe2048 … 53 ms for ffdhe8192, stall neither a poller nor
+    /// the control thread).
     Auth(AuthJob),
+    /// The authentication thread ran a step: back to the queue's poller.
+    AuthDone(AuthJob, AuthResult),
 }
 
 /// An Authentication Send's payload or an Authentication Receive, for the control thread.

@@ -182,8 +182,10 @@ pub(crate) struct Queue<F: Fabric> {
     /// DH-HMAC-CHAP state, when the host must authenticate this queue (away on the control
     /// thread while a step runs there).
     pub auth: Option<Box<raidline_auth::Authenticator>>,
-    /// The Authentication Send or Receive whose step runs on the control thread.
+    /// The Authentication Send or Receive whose step runs on the authentication thread.
     pub auth_req: Option<Box<Req>>,
+    /// An Authentication Send or Receive is under way (from its arrival to its step's end).
+    pub auth_busy: bool,
     /// Asynchronous Event Requests waiting for an event, by command id.
     pub parked: HashMap<u16, Box<Req>>,
     /// Requests of this queue in storage or waiting for a pool buffer.

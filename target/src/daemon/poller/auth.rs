@@ -9,12 +9,16 @@
 //! host gets its Failure1 in the next Receive and the Send itself completes successfully; its
 //! queue stays closed to commands.
 //!
-//! Each step runs on the control thread, not here: the exchange's two modular exponentiations
+//! Each step runs on the authentication thread (`raidline-auth`, started by the control thread
+//! with the first step), not here, nor on the control thread: the exchange's two modular
+//! exponentiations
 //! (the controller's key pair at the Challenge, the shared secret at the Reply) take 2.3 ms
 //! with ffdhe2048 and 53 ms with ffdhe8192 on this machine, per queue
 //! (`cargo test --release -p raidline-auth exchange_cost -- --nocapture`), which would stall
-//! every other queue of this poller. The request waits in `Queue::auth_req` (counted in
-//! `elsewhere`) and the authenticator travels with the step; the host runs one step at a time.
+//! every other queue of this poller, and a host looping on ffdhe8192 would hold up RDMA CM
+//! events, keep-alive and a stop request on the control thread. The request waits in
+//! `Queue::auth_req` (counted in `elsewhere`) and the authenticator travels with the step; the
+//! host runs one step at a time (`Queue::auth_busy`: a second one is a Command Sequence Error).
 
 use raidline_auth::{Authenticator, Event, Outcome};
 use raidline_fabric::{Fabric, RemoteBuf};
@@ -26,6 +30,7 @@ use raidline_proto::{SglDescriptor, Status, StatusCode};
 use super::super::queue::{Queue, Req, Step};
 use super::super::{AuthJob, AuthOp, AuthResult, ControlMsg};
 use super::{location, AfterBuf, Poller};
+use crate::io::DataLocation;
 use crate::registry::Served;
 
 /// The largest Authentication Send or Receive accepted (an ffdhe8192 Challenge with SHA-512 is
@@ -87,6 +92,11 @@ impl<F: Fabric> Poller<F> {
         if a.length == 0 || a.length > MAX_AUTH_LEN {
             return self.respond(q, req, invalid, 0);
         }
+        if q.auth_busy {
+            // The host runs one step at a time; a second one now is out of sequence.
+            let st = Status::new(StatusCode::COMMAND_SEQUENCE_ERROR).dnr();
+            return self.respond(q, req, st, 0);
+        }
         if q.auth.is_none() {
             // No secret is configured for this host: nothing to authenticate with.
             tracing::warn!(
@@ -107,17 +117,21 @@ impl<F: Fabric> Poller<F> {
             let st = Status::new(StatusCode::DATA_SGL_LENGTH_INVALID).dnr();
             return self.respond(q, req, st, 0);
         }
-        if q.auth_req.is_some() {
-            // The host runs one step at a time; a second one now is out of sequence.
-            let st = Status::new(StatusCode::COMMAND_SEQUENCE_ERROR).dnr();
-            return self.respond(q, req, st, 0);
-        }
+        // Busy from here until its step is done (a Send's payload may still be on its way),
+        // once nothing can refuse the command any more.
         match a.direction {
             AuthDirection::Send => {
                 let loc = match location(&a.sgl) {
                     Ok(l) => l,
                     Err(st) => return self.respond(q, req, st, 0),
                 };
+                if let DataLocation::InCapsule { length } = loc {
+                    if length != a.length || req.icd_len < a.length as usize {
+                        let st = Status::new(StatusCode::DATA_SGL_LENGTH_INVALID).dnr();
+                        return self.respond(q, req, st, 0);
+                    }
+                }
+                q.auth_busy = true;
                 req.step = Step::AuthIn;
                 self.fetch(q, req, loc, a.length as usize);
             }
@@ -126,6 +140,7 @@ impl<F: Fabric> Poller<F> {
                     let st = Status::new(StatusCode::SGL_DESCRIPTOR_TYPE_INVALID).dnr();
                     return self.respond(q, req, st, 0);
                 };
+                q.auth_busy = true;
                 req.remote = Some(RemoteBuf {
                     addr: address,
                     rkey: key,
@@ -142,9 +157,11 @@ impl<F: Fabric> Poller<F> {
         self.auth_step(q, req, AuthOp::Send(payload));
     }
 
-    /// Hands the step to the control thread, the request parked until it answers.
+    /// Hands the step to the authentication thread (through the control thread), the request
+    /// parked until it answers.
     fn auth_step(&mut self, q: &mut Queue<F>, req: Box<Req>, op: AuthOp) {
         let Some(auth) = q.auth.take() else {
+            q.auth_busy = false;
             let st = Status::new(StatusCode::COMMAND_SEQUENCE_ERROR).dnr();
             return self.respond(q, req, st, 0);
         };
@@ -165,7 +182,9 @@ impl<F: Fabric> Poller<F> {
         auth: Box<Authenticator>,
         result: AuthResult,
     ) {
+        q.auth_busy = false;
         let Some(mut req) = q.auth_req.take() else {
+            q.auth = Some(auth);
             return;
         };
         q.elsewhere = q.elsewhere.saturating_sub(1);
