@@ -538,7 +538,7 @@ fn watch(
                     b
                 });
                 bar.set_position((p.ratio() * 1000.0) as u64);
-                bar.set_message(mgmt::progress_text(p));
+                bar.set_message(mgmt::progress(p));
             }
             for (key, bar) in bars.iter() {
                 if !now.iter().any(|(k, _)| k == key) && !bar.is_finished() {

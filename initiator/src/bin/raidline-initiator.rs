@@ -114,7 +114,7 @@ enum Cmd {
         #[arg(long, default_value_t = 0)]
         lba: u64,
         /// Bytes to read
-        #[arg(long, value_name = "BYTES", value_parser = size)]
+        #[arg(long, value_name = "BYTES", value_parser = parse_size)]
         size: u64,
         /// Where to write them
         #[arg(short = 'o', long = "output", value_name = "FILE")]
@@ -139,7 +139,7 @@ enum Cmd {
         #[arg(long, default_value_t = 0)]
         lba: u64,
         /// Bytes to verify
-        #[arg(long, value_name = "BYTES", value_parser = size, conflicts_with = "blocks")]
+        #[arg(long, value_name = "BYTES", value_parser = parse_size, conflicts_with = "blocks")]
         size: Option<u64>,
         /// Blocks to verify
         #[arg(long)]
@@ -178,7 +178,7 @@ enum Cmd {
         #[arg(long, default_value_t = 32)]
         qd: u16,
         /// Block size
-        #[arg(long, value_name = "BYTES", value_parser = size, default_value = "4k")]
+        #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "4k")]
         bs: u64,
         /// Access pattern
         #[arg(long, value_enum, default_value_t = Pattern::Randread)]
@@ -193,7 +193,7 @@ enum Cmd {
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
         queues: u16,
         /// Bytes of the namespace to spread I/O over (0: all of it)
-        #[arg(long, value_name = "BYTES", value_parser = size, default_value = "0")]
+        #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "0")]
         range: u64,
         /// Random seed
         #[arg(long, default_value_t = 1)]
@@ -238,10 +238,6 @@ fn seconds(s: &str) -> Result<f64, String> {
             "{s:?} is not a duration in seconds (0 < T < 1000000)"
         )),
     }
-}
-
-fn size(s: &str) -> Result<u64, String> {
-    parse_size(s)
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {

@@ -847,9 +847,7 @@ impl<F: Fabric> Poller<F> {
             .to_dw0();
             return self.respond(q, req, st, u64::from(dw0));
         }
-        let peer = q
-            .peer
-            .map_or_else(|| "unknown address".to_string(), |a| a.to_string());
+        let peer = self.peer_of(q);
         let accepted = {
             let mut reg = self
                 .shared

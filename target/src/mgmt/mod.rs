@@ -20,7 +20,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use render::{exposed_ranges_text, jobs, jobs_line, progress_text, render_status};
+pub use render::{exposed_ranges_text, jobs, jobs_line, progress, render_status};
 pub use server::{call, MgmtServer};
 
 /// The longest request line the server reads, newline excluded.

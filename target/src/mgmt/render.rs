@@ -140,11 +140,6 @@ pub fn jobs_line(r: &StatusReport) -> String {
     parts.join("; ")
 }
 
-/// "25.0 % (1.00 GiB of 4.00 GiB) at 1.00 MiB/s, 00:51:12 left".
-pub fn progress_text(p: &Progress) -> String {
-    progress(p)
-}
-
 fn exposure(out: &mut String, e: &ExposureStatus) {
     let missing: Vec<String> = e.missing.iter().map(u32::to_string).collect();
     let _ = writeln!(
@@ -291,7 +286,8 @@ fn table(out: &mut String, indent: &str, rows: &[Vec<String>]) {
     }
 }
 
-fn progress(p: &Progress) -> String {
+/// "25.0 % (1.00 GiB of 4.00 GiB) at 1.00 MiB/s, 00:51:12 left".
+pub fn progress(p: &Progress) -> String {
     let mut s = format!(
         "{:.1} % ({} of {}) at {}",
         p.ratio() * 100.0,

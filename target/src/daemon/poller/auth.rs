@@ -284,7 +284,8 @@ impl<F: Fabric> Poller<F> {
         }
     }
 
-    fn peer_of(&self, q: &Queue<F>) -> String {
+    /// The host's address, for logs.
+    pub(super) fn peer_of(&self, q: &Queue<F>) -> String {
         q.peer
             .map_or_else(|| "unknown address".to_string(), |a| a.to_string())
     }
