@@ -366,6 +366,8 @@ impl<F: Fabric> Control<F> {
             ctrl: None,
             io: None,
             served: None,
+            ns_cache: None,
+            table_idx: 0,
             auth: None,
             auth_req: None,
             auth_busy: false,

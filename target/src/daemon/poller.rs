@@ -38,6 +38,7 @@ use raidline_raid::{
 
 mod auth;
 mod pace;
+mod table;
 mod writes;
 
 use super::backend::{NsQueue, Waker};
@@ -101,9 +102,9 @@ pub(crate) struct Poller<F: Fabric> {
     /// Storage workers wake the poller through this.
     pub waker: Waker,
     pub mode: PollMode,
-    /// Queue pairs by QP number. Boxed: a queue is taken out and put back around the
-    /// handling of each of its completions, which then moves a pointer, not the queue.
-    queues: FxHashMap<u32, Box<Queue<F>>>,
+    /// Queue pairs by slot (see [`table`]): a queue is taken out and put back around the
+    /// handling of each of its completions, which moves a pointer, through no map.
+    queues: table::QueueTable<F>,
     inflight: FxHashMap<u64, (u32, Box<Req>)>,
     next_tag: u64,
     buf_wait: VecDeque<(u32, Box<Req>, usize, AfterBuf)>,
@@ -126,6 +127,8 @@ pub(crate) struct Poller<F: Fabric> {
     /// When draining started, and whether a long drain was reported.
     draining_since: Option<Instant>,
     drain_reported: bool,
+    /// The pass's clock, read at its first use in the pass ([`Self::clock`]).
+    pass_clock: Option<Instant>,
 }
 
 /// What a poller is built from: its completion queue and control channel, its payload pool,
@@ -159,7 +162,7 @@ impl<F: Fabric> Poller<F> {
             nsq: io.nsq,
             waker: io.waker,
             mode,
-            queues: FxHashMap::default(),
+            queues: table::QueueTable::default(),
             inflight: FxHashMap::default(),
             next_tag: 1,
             buf_wait: VecDeque::new(),
@@ -174,6 +177,7 @@ impl<F: Fabric> Poller<F> {
             srq: None,
             draining_since: None,
             drain_reported: false,
+            pass_clock: None,
         };
         if let Some((q, bufs, slots)) = io.srq {
             let mut shared = SharedRecv {
@@ -197,6 +201,7 @@ impl<F: Fabric> Poller<F> {
         let mut done = Vec::with_capacity(64);
         let mut last_work = Instant::now();
         loop {
+            self.pass_clock = None;
             let mut work = self.intake();
             wcs.clear();
             match self.cq.poll(&mut wcs, 64) {
@@ -230,11 +235,20 @@ impl<F: Fabric> Poller<F> {
                 return;
             }
             if work > 0 {
-                last_work = Instant::now();
+                last_work = self.clock();
                 continue;
             }
             self.idle(last_work);
         }
+    }
+
+    /// The time of this pass: the clock is read once per pass, at its first use, and serves
+    /// every command's arrival and completion stamps (the latency metrics) and the pacing
+    /// bookkeeping of the pass. A stamp is early by at most the part of the pass before it
+    /// (a few microseconds on a busy poller). The pacer itself reads the clock afresh, and only
+    /// while pacing is on.
+    fn clock(&mut self) -> Instant {
+        *self.pass_clock.get_or_insert_with(Instant::now)
     }
 
     fn idle(&mut self, last_work: Instant) {
@@ -275,6 +289,7 @@ impl<F: Fabric> Poller<F> {
                     std::hint::spin_loop();
                     return;
                 }
+                self.publish_idle();
                 if self.cq.arm().is_err() {
                     std::thread::sleep(Duration::from_millis(1));
                     return;
@@ -357,9 +372,8 @@ impl<F: Fabric> Poller<F> {
             match self.rx.try_recv() {
                 Ok(PollerMsg::NewQueue(mut q)) => {
                     n += 1;
-                    let qpn = q.qp_num().0;
                     self.attach_pacing(&mut q);
-                    self.queues.insert(qpn, q);
+                    self.queues.add(q);
                     let stashed: Vec<Wc> = std::mem::take(&mut self.stash);
                     for wc in stashed {
                         self.on_wc(wc);
@@ -381,10 +395,10 @@ impl<F: Fabric> Poller<F> {
                         .queues
                         .iter()
                         .find(|(_, q)| q.conn == conn)
-                        .map(|(k, _)| *k);
-                    if let Some(mut q) = qpn.and_then(|k| self.queues.remove(&k)) {
+                        .map(|(k, _)| k);
+                    if let Some(mut q) = qpn.and_then(|k| self.queues.take(k)) {
                         self.auth_done(&mut q, auth, result);
-                        self.queues.insert(q.qp_num().0, q);
+                        self.queues.put(q);
                     }
                 }
                 Err(TryRecvError::Empty) => return n,
@@ -451,10 +465,10 @@ impl<F: Fabric> Poller<F> {
             .queues
             .iter()
             .filter(|(_, q)| q.drained())
-            .map(|(k, _)| *k)
+            .map(|(k, _)| k)
             .collect();
         for k in gone {
-            if let Some(mut q) = self.queues.remove(&k) {
+            if let Some(mut q) = self.queues.retire(k) {
                 // Requests still waiting for their RDMA READ hold receive slots (shared ones
                 // must go back to the shared receive queue).
                 for req in std::mem::take(&mut q.read_wait) {
@@ -472,7 +486,7 @@ impl<F: Fabric> Poller<F> {
 
     fn on_wc(&mut self, wc: Wc) {
         let qpn = wc.qp_num.0;
-        let Some(mut q) = self.queues.remove(&qpn) else {
+        let Some(mut q) = self.queues.take(qpn) else {
             // A completion can overtake the queue's hand-over from the control thread.
             if self.stash.len() < 65536 {
                 self.stash.push(wc);
@@ -494,7 +508,7 @@ impl<F: Fabric> Poller<F> {
                     self.repost_shared(slot);
                 }
             }
-            self.queues.insert(qpn, q);
+            self.queues.put(q);
             return;
         }
         if let Some(done) = q.ep.complete(&wc) {
@@ -530,7 +544,7 @@ impl<F: Fabric> Poller<F> {
                 }
             }
         }
-        self.queues.insert(qpn, q);
+        self.queues.put(q);
     }
 
     fn on_command(&mut self, q: &mut Queue<F>, slot: Slot, len: usize) {
@@ -546,12 +560,13 @@ impl<F: Fabric> Poller<F> {
             q.close("unreadable command");
             return self.drop_slot(q, slot);
         };
+        let started = self.clock();
         let fresh = Req {
             slot: Some(slot),
             sqe,
             cid: sqe.cid(),
             icd_len: len - 64,
-            started: Instant::now(),
+            started,
             data: None,
             data_src: DataSrc::None,
             data_len: 0,
@@ -684,7 +699,7 @@ impl<F: Fabric> Poller<F> {
             req.data = Some(b);
             req.data_src = DataSrc::Pool;
             req.data_len = len;
-            match self.queues.remove(&qpn) {
+            match self.queues.take(qpn) {
                 Some(mut q) => {
                     q.elsewhere -= 1;
                     if q.closing {
@@ -692,7 +707,7 @@ impl<F: Fabric> Poller<F> {
                     } else {
                         self.after_buf(&mut q, req, then);
                     }
-                    self.queues.insert(qpn, q);
+                    self.queues.put(q);
                 }
                 None => self.recycle(req),
             }
@@ -1028,11 +1043,11 @@ impl<F: Fabric> Poller<F> {
             .queues
             .iter()
             .filter(|(_, q)| !q.parked.is_empty() && !q.closing)
-            .map(|(k, _)| *k)
+            .map(|(k, _)| k)
             .collect();
         let mut n = 0;
         for qpn in qpns {
-            let Some(mut q) = self.queues.remove(&qpn) else {
+            let Some(mut q) = self.queues.take(qpn) else {
                 continue;
             };
             let ready: Vec<(u16, AdminCompletion)> = match &q.ctrl {
@@ -1048,7 +1063,7 @@ impl<F: Fabric> Poller<F> {
                     self.complete_admin(&mut q, req, comp);
                 }
             }
-            self.queues.insert(qpn, q);
+            self.queues.put(q);
         }
         n
     }
@@ -1061,7 +1076,9 @@ impl<F: Fabric> Poller<F> {
     }
 
     fn io(&mut self, q: &mut Queue<F>, mut req: Box<Req>) {
-        let Some(Served::Nvm(sub)) = q.served.clone() else {
+        // The queue's subsystem is borrowed, not cloned: an Arc clone per command is an atomic
+        // on a cache line every poller serving the subsystem shares.
+        let Some(Served::Nvm(sub)) = q.served.as_ref() else {
             let st = Status::new(StatusCode::INVALID_OPCODE).dnr();
             return self.respond(q, req, st, 0);
         };
@@ -1072,11 +1089,31 @@ impl<F: Fabric> Poller<F> {
             Ok(r) => r,
             Err(st) => return self.respond(q, req, st, 0),
         };
-        let ns_of = |nsid: u32| self.ns_index(&sub.nqn, nsid);
+        let nsid = match &r {
+            IoRequest::Read { nsid, .. }
+            | IoRequest::Write { nsid, .. }
+            | IoRequest::Flush { nsid }
+            | IoRequest::WriteZeroes { nsid, .. }
+            | IoRequest::DatasetManagement { nsid, .. } => *nsid,
+        };
+        // Flush of every namespace (nsid FFFFFFFFh) names the subsystem's active ones.
+        let all: Option<VecDeque<usize>> = (nsid == 0xFFFF_FFFF).then(|| {
+            sub.active_namespaces()
+                .filter_map(|n| self.ns_index(&sub.nqn, n.nsid))
+                .collect()
+        });
+        let ns = match q.ns_cache {
+            Some((id, ns)) if id == nsid => Some(ns),
+            _ => {
+                let ns = self.ns_index(&sub.nqn, nsid);
+                if let Some(i) = ns {
+                    q.ns_cache = Some((nsid, i));
+                }
+                ns
+            }
+        };
         match r {
-            IoRequest::Read {
-                nsid, lba, data, ..
-            } => {
+            IoRequest::Read { lba, data, .. } => {
                 let (
                     Some(ns),
                     DataLocation::Remote {
@@ -1085,7 +1122,7 @@ impl<F: Fabric> Poller<F> {
                         key,
                         ..
                     },
-                ) = (ns_of(nsid), data)
+                ) = (ns, data)
                 else {
                     let st = Status::new(StatusCode::SGL_DESCRIPTOR_TYPE_INVALID).dnr();
                     return self.respond(q, req, st, 0);
@@ -1102,14 +1139,8 @@ impl<F: Fabric> Poller<F> {
                 ));
                 self.with_buffer(q, req, len, AfterBuf::Storage);
             }
-            IoRequest::Write {
-                nsid,
-                lba,
-                data,
-                fua,
-                ..
-            } => {
-                let Some(ns) = ns_of(nsid) else {
+            IoRequest::Write { lba, data, fua, .. } => {
+                let Some(ns) = ns else {
                     let st = Status::new(StatusCode::INVALID_NAMESPACE).dnr();
                     return self.respond(q, req, st, 0);
                 };
@@ -1121,22 +1152,16 @@ impl<F: Fabric> Poller<F> {
                 }
                 self.fetch(q, req, data, len);
             }
-            IoRequest::Flush { nsid } => {
-                let nss: VecDeque<usize> = if nsid == 0xFFFF_FFFF {
-                    sub.active_namespaces()
-                        .filter_map(|n| ns_of(n.nsid))
-                        .collect()
-                } else {
-                    ns_of(nsid).into_iter().collect()
-                };
+            IoRequest::Flush { .. } => {
+                let nss: VecDeque<usize> = all.unwrap_or_else(|| ns.into_iter().collect());
                 if nss.is_empty() {
                     return self.respond(q, req, Status::SUCCESS, 0);
                 }
                 req.step = Step::Flush { nss };
                 self.submit(q, req);
             }
-            IoRequest::WriteZeroes { nsid, lba, blocks } => {
-                let Some(ns) = ns_of(nsid) else {
+            IoRequest::WriteZeroes { lba, blocks, .. } => {
+                let Some(ns) = ns else {
                     let st = Status::new(StatusCode::INVALID_NAMESPACE).dnr();
                     return self.respond(q, req, st, 0);
                 };
@@ -1146,12 +1171,12 @@ impl<F: Fabric> Poller<F> {
                 self.with_buffer(q, req, len, AfterBuf::Storage);
             }
             IoRequest::DatasetManagement {
-                nsid,
                 ranges,
                 deallocate,
                 data,
+                ..
             } => {
-                let Some(ns) = ns_of(nsid) else {
+                let Some(ns) = ns else {
                     let st = Status::new(StatusCode::INVALID_NAMESPACE).dnr();
                     return self.respond(q, req, st, 0);
                 };
@@ -1371,14 +1396,14 @@ impl<F: Fabric> Poller<F> {
         if let Some(b) = c.buf {
             req.data = Some(b);
         }
-        let Some(mut q) = self.queues.remove(&qpn) else {
+        let Some(mut q) = self.queues.take(qpn) else {
             self.recycle(req);
             return;
         };
         q.elsewhere -= 1;
         if q.closing {
             self.recycle(req);
-            self.queues.insert(qpn, q);
+            self.queues.put(q);
             return;
         }
         match c.result {
@@ -1417,7 +1442,7 @@ impl<F: Fabric> Poller<F> {
                 _ => self.respond(&mut q, req, Status::SUCCESS, 0),
             },
         }
-        self.queues.insert(qpn, q);
+        self.queues.put(q);
     }
 
     /// Returns the request's data buffer to where it came from.
@@ -1505,8 +1530,11 @@ impl<F: Fabric> Poller<F> {
             );
         }
         if let Some((ns, read, bytes)) = req.account {
+            let took = self
+                .clock()
+                .saturating_duration_since(req.started)
+                .as_nanos() as u64;
             let entry = &self.shared.namespaces[ns];
-            let took = req.started.elapsed().as_nanos() as u64;
             if ok {
                 if read {
                     entry.metrics.read_done(bytes, took);

@@ -180,12 +180,33 @@ impl<F: Fabric> RecvBuffers<F> {
         ))
     }
 
-    /// The SGEs of a receive: the command, then the in-capsule data buffer if any.
-    pub(crate) fn sges(&self, cmd: &IoBuf, icd: Option<&IoBuf>) -> Result<Vec<Sge>, FabricError> {
-        let mut v = vec![sge_of::<F>(&self.cmd_mr, cmd, 64)?];
-        if let (Some(mr), Some(b)) = (&self.icd_mr, icd) {
-            v.push(sge_of::<F>(mr, b, b.len())?);
-        }
-        Ok(v)
+    /// The SGEs of a receive: the command, then the in-capsule data buffer if any (on the
+    /// stack: every command's receive is reposted through here).
+    pub(crate) fn sges(&self, cmd: &IoBuf, icd: Option<&IoBuf>) -> Result<RecvSges, FabricError> {
+        let first = sge_of::<F>(&self.cmd_mr, cmd, 64)?;
+        Ok(match (&self.icd_mr, icd) {
+            (Some(mr), Some(b)) => RecvSges {
+                sges: [first, sge_of::<F>(mr, b, b.len())?],
+                n: 2,
+            },
+            _ => RecvSges {
+                sges: [first; 2],
+                n: 1,
+            },
+        })
+    }
+}
+
+/// A receive's one or two SGEs ([`RecvBuffers::sges`]).
+pub(crate) struct RecvSges {
+    sges: [Sge; 2],
+    n: usize,
+}
+
+impl std::ops::Deref for RecvSges {
+    type Target = [Sge];
+
+    fn deref(&self) -> &[Sge] {
+        &self.sges[..self.n]
     }
 }

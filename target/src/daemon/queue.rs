@@ -178,6 +178,12 @@ pub(crate) struct Queue<F: Fabric> {
     /// Its I/O counters (updated per command without the controller's lock).
     pub io: Option<Arc<IoCounters>>,
     pub served: Option<Served>,
+    /// The last namespace the queue's I/O named: (nsid, index in the target's namespaces).
+    /// The namespace list is fixed once the target runs and a queue serves one subsystem, so
+    /// the pair stays true for the queue's life.
+    pub ns_cache: Option<(u32, usize)>,
+    /// The queue's slot in its poller's table (set when the poller adopts it).
+    pub table_idx: u32,
     pub cntlid: u16,
     /// DH-HMAC-CHAP state, when the host must authenticate this queue (away on the control
     /// thread while a step runs there).

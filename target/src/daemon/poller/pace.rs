@@ -37,6 +37,10 @@ pub(crate) struct PollerPacing {
     published: Nanos,
     /// Earliest due time of any queue.
     next_due: Option<Nanos>,
+    /// Queue statistics changed since they were last published.
+    unpublished: bool,
+    /// Passes that read no clock, counted to look at the clock now and then.
+    clockless: u32,
 }
 
 impl PollerPacing {
@@ -47,11 +51,23 @@ impl PollerPacing {
             checked: Nanos::ZERO,
             published: Nanos::ZERO,
             next_due: None,
+            unpublished: false,
+            clockless: 0,
         }
     }
 
+    /// The clock now (a fresh read: for the pacer's own decisions and probe stamps).
     fn now(&self) -> Nanos {
-        Nanos(self.start.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64)
+        self.at(Instant::now())
+    }
+
+    /// `t` on the pacing clock.
+    fn at(&self, t: Instant) -> Nanos {
+        Nanos(
+            t.saturating_duration_since(self.start)
+                .as_nanos()
+                .min(u128::from(u64::MAX)) as u64,
+        )
     }
 }
 
@@ -81,6 +97,7 @@ impl<F: Fabric> Poller<F> {
             .store(u32::from(q.setup.depth), Ordering::Relaxed);
         q.pacing.recvs = q.posted_recvs;
         q.pacing.stats = stats.clone();
+        self.pace.unpublished = true;
         lock(&self.shared.queue_stats).insert(q.conn, stats);
     }
 
@@ -164,8 +181,8 @@ impl<F: Fabric> Poller<F> {
         if len == 0 {
             return;
         }
-        let now = self.pace.now();
         if let Some(p) = q.pacing.pacer.as_mut() {
+            let now = self.pace.now();
             p.on_sent(now, len);
             // The algorithm may want a probe now.
             q.pacing.wake_at(now);
@@ -178,8 +195,8 @@ impl<F: Fabric> Poller<F> {
         if len == 0 {
             return;
         }
-        let now = self.pace.now();
         if let Some(p) = q.pacing.pacer.as_mut() {
+            let now = self.pace.now();
             p.on_acked(now, len);
             q.pacing.wake_at(now);
             self.note_due(now);
@@ -188,8 +205,8 @@ impl<F: Fabric> Poller<F> {
 
     /// The probe `seq` posted at `sent_ns` completed.
     pub(super) fn probe_answered(&mut self, q: &mut Queue<F>, seq: ProbeSeq, sent_ns: u64) {
-        let now = self.pace.now();
         if let Some(p) = q.pacing.pacer.as_mut() {
+            let now = self.pace.now();
             p.on_probe_answer(now, seq, Nanos(sent_ns));
             q.pacing.wake_at(now);
             self.note_due(now);
@@ -198,7 +215,21 @@ impl<F: Fabric> Poller<F> {
 
     /// Parameter changes, statistics, and the queues that are due; returns the work done.
     pub(super) fn pace(&mut self) -> usize {
-        let now = self.pace.now();
+        // The pass's clock, where the pass read it or something paced may be due. Otherwise
+        // the checks below wait for every 256th such pass: a spinning poller would read the
+        // clock on every turn, and a poller going to sleep publishes first (`publish_idle`).
+        let t = match self.pass_clock {
+            Some(t) => t,
+            None if self.pace.next_due.is_some() => self.clock(),
+            None => {
+                self.pace.clockless = self.pace.clockless.wrapping_add(1);
+                if !self.pace.unpublished || self.pace.clockless % 256 != 0 {
+                    return 0;
+                }
+                self.clock()
+            }
+        };
+        let now = self.pace.at(t);
         if now.saturating_sub(self.pace.checked) >= Nanos(PARAM_CHECK.as_nanos() as u64) {
             self.pace.checked = now;
             let g = self.shared.cc.generation();
@@ -217,7 +248,10 @@ impl<F: Fabric> Poller<F> {
         }
         if now.saturating_sub(self.pace.published) >= PUBLISH_EVERY {
             self.pace.published = now;
+            self.pace.unpublished = false;
             self.publish();
+        } else {
+            self.pace.unpublished = true;
         }
         if !self.pace.next_due.is_some_and(|d| d <= now) {
             return 0;
@@ -226,13 +260,13 @@ impl<F: Fabric> Poller<F> {
             .queues
             .iter()
             .filter(|(_, q)| q.pacing.due.is_some_and(|d| d <= now))
-            .map(|(k, _)| *k)
+            .map(|(k, _)| k)
             .collect();
         let mut work = 0;
         for qpn in due {
-            if let Some(mut q) = self.queues.remove(&qpn) {
+            if let Some(mut q) = self.queues.take(qpn) {
                 work += self.visit(&mut q, now);
-                self.queues.insert(qpn, q);
+                self.queues.put(q);
             }
         }
         self.pace.next_due = self.queues.values().filter_map(|q| q.pacing.due).min();
@@ -297,6 +331,14 @@ impl<F: Fabric> Poller<F> {
                 q.proto.qid(),
                 rej.error
             );
+        }
+    }
+
+    /// Before the poller sleeps: the statistics of its last passes, if not published yet.
+    pub(super) fn publish_idle(&mut self) {
+        if self.pace.unpublished {
+            self.pace.unpublished = false;
+            self.publish();
         }
     }
 

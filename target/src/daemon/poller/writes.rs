@@ -169,7 +169,7 @@ impl<F: Fabric> Poller<F> {
         mut first: Request,
         mut more: Vec<Request>,
     ) -> Result<(), (NotStarted, Request, Vec<Request>)> {
-        let shared = self.shared.clone();
+        let shared = &self.shared;
         let (Some(ring), Some(array)) =
             (self.ring.as_mut(), array_of(&shared.namespaces[ns].backend))
         else {
@@ -276,7 +276,8 @@ impl<F: Fabric> Poller<F> {
         if !gatherable {
             return self.start_array_write(ns, req, false);
         }
-        self.writes.held.push((ns, req, Instant::now()));
+        let now = self.clock();
+        self.writes.held.push((ns, req, now));
         self.start_held();
         Taken::Yes
     }
@@ -287,8 +288,8 @@ impl<F: Fabric> Poller<F> {
         if self.writes.held.is_empty() {
             return 0;
         }
-        let now = Instant::now();
-        let shared = self.shared.clone();
+        let now = self.clock();
+        let shared = &self.shared;
         let held = &mut self.writes.held;
         held.sort_unstable_by_key(|(ns, r, _)| (*ns, r.lba.0));
         // Runs: consecutive entries of the sorted list that follow one another, each as long
@@ -389,7 +390,7 @@ impl<F: Fabric> Poller<F> {
             // A stripe is held (a write that started before its neighbour was here, or
             // maintenance): the run waits, whole, and is tried again at the next pass.
             NotStarted::Busy => {
-                let now = Instant::now();
+                let now = self.clock();
                 self.writes.held.extend(all.map(|r| (ns, r, now)));
                 0
             }
@@ -422,7 +423,7 @@ impl<F: Fabric> Poller<F> {
     /// other members) on the ring, parks it while a stripe it rebuilds is held, or gives it
     /// back for the workers. `retry`: a parked read tried again.
     pub(super) fn start_array_read(&mut self, ns: usize, mut req: Request, retry: bool) -> Taken {
-        let shared = self.shared.clone();
+        let shared = &self.shared;
         if self.draining || req.kind != RequestKind::Read {
             return Taken::No(req);
         }
@@ -470,7 +471,7 @@ impl<F: Fabric> Poller<F> {
         let Some((ns, lba, len, mut task)) = self.writes.reads.remove(&c.tag) else {
             return Err(c);
         };
-        let shared = self.shared.clone();
+        let shared = &self.shared;
         let Some(array) = array_of(&shared.namespaces[ns].backend) else {
             unreachable!("a read task's namespace serves its array")
         };
@@ -528,7 +529,7 @@ impl<F: Fabric> Poller<F> {
     // The completion comes back by value when it is not a task's (no allocation).
     #[allow(clippy::result_large_err)]
     pub(super) fn on_write_task(&mut self, c: RingCompletion) -> Result<(), RingCompletion> {
-        let shared = self.shared.clone();
+        let shared = &self.shared;
         let Some(mut run) = self.writes.running.remove(&c.tag) else {
             return Err(c);
         };
