@@ -4,7 +4,7 @@
 #
 #   deploy/lab/bench.sh [--rounds N] [--runtime SECS] [--io-paths "ring workers"] [--results DIR]
 #                       [--jobs "seqwrite-128k ..."]   (a subset of the jobs below; default all)
-#                       [--degraded]
+#                       [--degraded] [--compare REV]
 #
 # Per round, in alternating order (round 1 raidline first, round 2 the kernel first, ...):
 #   - raidline (one poller, `io_path` from --io-paths; each listed path is its own phase) serving
@@ -19,6 +19,12 @@
 #   RATIO <job> raidline=<median IOPS> kernel=<median IOPS> ratio=<r> cpu_raidline=<%> cpu_kernel=<%>
 # (RAM-disk jobs as `ram-<job>`; a variant other than the first as `raidline-<path>=`), after
 # the per-round table. Lab figures are ratios only: absolute numbers follow the host's load.
+#
+# --compare REV: a data-path change measured before and after in the same run. raidline as
+# built at REV (a git revision, built in a worktree under build/bench/) runs as one more
+# variant in every round, beside the working tree's; its lines read `raidline@<rev>-<path>=`,
+# and one more line per job gives the change:
+#   CHANGE <job> <path> now=<median IOPS> at_<rev>=<median IOPS> change=<now/then> cpu_now=<%> cpu_then=<%>
 #
 # --degraded: both RAID-5 arrays run with their last drive failed before the jobs
 # (`raidline array fail`, `mdadm --fail`): writes reconstruct or skip the missing chunk, reads
@@ -39,25 +45,43 @@ root=$(cd "$here/../.." && pwd)
 
 if [ "${LAB_ROLE:-}" = "" ]; then
   # On the host: build, then run this script inside one guest with 4 drives.
-  rounds=3 runtime=10 paths="ring workers" results="" only="" degraded=""
+  rounds=3 runtime=10 paths="ring workers" results="" only="" degraded="" compare=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --degraded) degraded=1; shift ;;
+      --compare) compare=$2; shift 2 ;;
       --rounds) rounds=$2; shift 2 ;;
       --runtime) runtime=$2; shift 2 ;;
       --io-paths) paths=$2; shift 2 ;;
       --results) results=$2; shift 2 ;;
       --jobs) only=$2; shift 2 ;;
-      *) echo "usage: bench.sh [--rounds N] [--runtime SECS] [--io-paths \"ring workers\"] [--results DIR] [--jobs \"JOB ...\"] [--degraded]" >&2; exit 2 ;;
+      *) echo "usage: bench.sh [--rounds N] [--runtime SECS] [--io-paths \"ring workers\"] [--results DIR] [--jobs \"JOB ...\"] [--degraded] [--compare REV]" >&2; exit 2 ;;
     esac
   done
   cd "$root"
   cargo build --release --locked -p raidline-target --bin raidline
-  nphases=$(( ($(wc -w <<< "$paths") + 1) * rounds ))
+  then_rev=""
+  if [ -n "$compare" ]; then
+    then_rev=$(git rev-parse --short "$compare^{commit}") || { echo "bench.sh: no revision $compare" >&2; exit 2; }
+    if [ ! -x "$root/build/bench/raidline-$then_rev" ]; then
+      tree=$root/build/bench/tree-$then_rev
+      rm -rf "$tree"
+      git worktree prune
+      git worktree add --detach "$tree" "$then_rev" > /dev/null
+      # Its own build directory: the working tree's stays as it is.
+      (cd "$tree" && CARGO_TARGET_DIR=$root/build/bench/target cargo build --release --locked -p raidline-target --bin raidline)
+      cp "$root/build/bench/target/release/raidline" "$root/build/bench/raidline-$then_rev"
+      git worktree remove --force "$tree"
+    fi
+  fi
+  builds=1
+  [ -z "$then_rev" ] || builds=2
+  nvariants=$(( $(wc -w <<< "$paths") * builds + 1 ))
+  nphases=$(( nvariants * rounds ))
   timeout=$(( nphases * 9 * (runtime + 12) + 600 ))
   args=(--drives 4 --drive-size 2G --mem 3072 --timeout "$timeout"
         --env "BENCH_ROUNDS=$rounds" --env "FIO_RUNTIME=$runtime" --env "BENCH_PATHS=$paths"
-        --env "BENCH_JOBS=$only" --env "BENCH_DEGRADED=$degraded")
+        --env "BENCH_JOBS=$only" --env "BENCH_DEGRADED=$degraded" --env "BENCH_THEN=$then_rev")
   [ -z "$results" ] || args+=(--results "$results")
   exec "$here/run" "${args[@]}" -- "$here/bench.sh"
 fi
@@ -127,8 +151,15 @@ run_jobs() {
   done
 }
 
+# raidline_phase PATH [REV]: the working tree's raidline, or the one built at REV (--compare).
 raidline_phase() {
-  local path=$1 dev rdev
+  local path=$1 rev=${2:-} dev rdev label=raidline-$1
+  if [ -n "$rev" ]; then
+    label=raidline@$rev-$path
+    export RAIDLINE_BIN=$LAB_DIR/../../build/bench/raidline-$rev
+  else
+    unset RAIDLINE_BIN
+  fi
   "$LAB_DIR/raidline.sh" start --addr "$LAB_IP" --nqn "$nqn" --io-path "$path" \
     --ram-dev /dev/ram0 --ram-nqn "$rnqn"
   nvme connect -t rdma -a "$LAB_IP" -s 4420 -n "$nqn" > /dev/null || lab_fail "connect $nqn"
@@ -139,9 +170,9 @@ raidline_phase() {
     "$LAB_DIR/raidline.sh" cli array fail array0 "$(lab_nvme_drives | tail -n 1)" > /dev/null ||
       lab_fail "raidline array fail"
   fi
-  lab_log "raidline ($path): $dev (RAID-5${BENCH_DEGRADED:+, degraded}), $rdev (RAM disk); threads: $(ls /proc/"$(cat /run/raidline-lab.pid)"/task | wc -l)"
-  run_jobs "raidline-$path" "$dev" "${jobs[@]}"
-  run_jobs "raidline-$path-ram" "$rdev" "${ramjobs[@]}"
+  lab_log "$label: $dev (RAID-5${BENCH_DEGRADED:+, degraded}), $rdev (RAM disk); threads: $(ls /proc/"$(cat /run/raidline-lab.pid)"/task | wc -l)"
+  run_jobs "$label" "$dev" "${jobs[@]}"
+  run_jobs "$label-ram" "$rdev" "${ramjobs[@]}"
   # By name: io_uring's own workers (iou-wrk-*) count here too.
   lab_log "raidline ($path): threads after the jobs: $(cat /proc/"$(cat /run/raidline-lab.pid)"/task/*/comm | sort | uniq -c | awk '{ printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1 }')"
   "$LAB_DIR/raidline.sh" cli status > "$out/status-$path.txt" 2>&1 || true
@@ -150,6 +181,7 @@ raidline_phase() {
   nvme disconnect -n "$nqn" > /dev/null
   nvme disconnect -n "$rnqn" > /dev/null
   "$LAB_DIR/raidline.sh" stop
+  unset RAIDLINE_BIN
   # The next phase re-creates arrays over the drives: no superblock of this one may remain.
   for d in $(lab_nvme_drives); do dd if=/dev/zero of="$d" bs=1M count=2 oflag=direct status=none; done
 }
@@ -208,12 +240,15 @@ floor_phase() {
 for r in $(seq "$rounds"); do
   lab_log "round $r of $rounds"
   floor_phase
+  # With --compare, the revision's build goes first in odd rounds and last in even ones.
   if [ $((r % 2)) -eq 1 ]; then
+    if [ -n "${BENCH_THEN:-}" ]; then for p in "${paths[@]}"; do raidline_phase "$p" "$BENCH_THEN"; done; fi
     for p in "${paths[@]}"; do raidline_phase "$p"; done
     kernel_phase
   else
     kernel_phase
     for p in "${paths[@]}"; do raidline_phase "$p"; done
+    if [ -n "${BENCH_THEN:-}" ]; then for p in "${paths[@]}"; do raidline_phase "$p" "$BENCH_THEN"; done; fi
   fi
 done
 
@@ -236,6 +271,21 @@ col() { awk -v l="$1" -v j="$2" -v c="$3" '$1 == l && $2 == j { print $c }' "$ou
       done
     done
   done
+  # --compare: the same jobs at the revision, and the change (now / then).
+  if [ -n "${BENCH_THEN:-}" ]; then
+    t=$BENCH_THEN
+    for p in "${paths[@]}"; do
+      for set in main ram; do
+        if [ "$set" = main ]; then js=("${jobs[@]}") nl=raidline-$p tl=raidline@$t-$p kl=kernel pre=""; else js=("${ramjobs[@]}") nl=raidline-$p-ram tl=raidline@$t-$p-ram kl=kernel-ram pre=ram-; fi
+        for j in "${js[@]}"; do
+          ni=$(col "$nl" "$j" 3) ti=$(col "$tl" "$j" 3) ki=$(col "$kl" "$j" 3) nc=$(col "$nl" "$j" 4) tc=$(col "$tl" "$j" 4)
+          awk -v j="$pre$j" -v p="$p" -v t="$t" -v ni="$ni" -v ti="$ti" -v ki="$ki" -v nc="$nc" -v tc="$tc" 'BEGIN {
+            printf "RATIO %s raidline@%s-%s=%d kernel=%d ratio=%.2f cpu_raidline=%.1f\n", j, t, p, ti, ki, (ki > 0 ? ti / ki : 0), tc
+            printf "CHANGE %s %s now=%d at_%s=%d change=%.2f cpu_now=%.1f cpu_then=%.1f\n", j, p, ni, t, ti, (ti > 0 ? ni / ti : 0), nc, tc }'
+        done
+      done
+    done
+  fi
   # The fabric's floor beside the 128 KiB jobs that move their data the same way.
   for f in "rdma-read-128k seqwrite-128k" "rdma-write-128k seqread-128k"; do
     read -r fj j <<< "$f"
