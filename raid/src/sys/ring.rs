@@ -320,6 +320,11 @@ impl OwnedRing {
         Ok(())
     }
 
+    /// Whether operations wait to be handed to the kernel (at the next [`Self::pump`]).
+    pub fn has_queued(&self) -> bool {
+        self.queued > 0 || !self.backlog.is_empty()
+    }
+
     /// Requests in the ring (submitted or queued).
     pub fn in_flight(&self) -> usize {
         self.flights.len() - self.free.len()

@@ -129,6 +129,11 @@ pub(crate) struct Poller<F: Fabric> {
     drain_reported: bool,
     /// The pass's clock, read at its first use in the pass ([`Self::clock`]).
     pass_clock: Option<Instant>,
+    /// While storage completions are handled, responses wait in `held_responses`
+    /// (see [`Self::poll_storage`]).
+    hold_responses: bool,
+    #[allow(clippy::vec_box)]
+    held_responses: Vec<(u32, Box<Req>, Status, u64)>,
 }
 
 /// What a poller is built from: its completion queue and control channel, its payload pool,
@@ -178,6 +183,8 @@ impl<F: Fabric> Poller<F> {
             draining_since: None,
             drain_reported: false,
             pass_clock: None,
+            hold_responses: false,
+            held_responses: Vec::with_capacity(64),
         };
         if let Some((q, bufs, slots)) = io.srq {
             let mut shared = SharedRecv {
@@ -340,20 +347,36 @@ impl<F: Fabric> Poller<F> {
 
     /// Collects and handles storage completions of the poller's ring and of every namespace
     /// queue; returns how many.
+    ///
+    /// The responses of what completed wait until the member operations those completions
+    /// started (a write's data and parity after its reads, the next parked or held write)
+    /// are in the kernel: posting a response can take long (rxe builds and delivers a user
+    /// QP's packets inside the posting system call), and the drives should not idle
+    /// meanwhile. So a pass submits, reaps, submits what the completions started, and only
+    /// then posts the responses ([`Self::flush_responses`]).
     fn poll_storage(&mut self, done: &mut Vec<Done>) -> usize {
         let mut work = 0;
-        if let Some(ring) = self.ring.as_mut() {
-            let mut out = std::mem::take(&mut self.ring_done);
-            if let Err(e) = ring.pump(&mut out) {
-                tracing::error!("poller {}: io_uring: {e}", self.id);
+        self.hold_responses = true;
+        if self.ring.is_some() {
+            for round in 0..2 {
+                let Some(ring) = self.ring.as_mut() else {
+                    break;
+                };
+                if round > 0 && !ring.has_queued() {
+                    break;
+                }
+                let mut out = std::mem::take(&mut self.ring_done);
+                if let Err(e) = ring.pump(&mut out) {
+                    tracing::error!("poller {}: io_uring: {e}", self.id);
+                }
+                work += out.len();
+                for c in out.drain(..) {
+                    self.on_ring(c);
+                }
+                self.ring_done = out;
+                work += self.retry_parked();
+                work += self.start_held();
             }
-            work += out.len();
-            for c in out.drain(..) {
-                self.on_ring(c);
-            }
-            self.ring_done = out;
-            work += self.retry_parked();
-            work += self.start_held();
         }
         for i in 0..self.nsq.len() {
             done.clear();
@@ -362,7 +385,28 @@ impl<F: Fabric> Poller<F> {
                 self.on_storage(c);
             }
         }
+        self.hold_responses = false;
+        self.flush_responses();
         work
+    }
+
+    /// Posts the responses held during [`Self::poll_storage`], in the order they were
+    /// held.
+    fn flush_responses(&mut self) {
+        if self.held_responses.is_empty() {
+            return;
+        }
+        let mut held = std::mem::take(&mut self.held_responses);
+        for (qpn, req, status, result) in held.drain(..) {
+            let Some(mut q) = self.queues.take(qpn) else {
+                self.recycle(req);
+                continue;
+            };
+            q.elsewhere -= 1;
+            self.respond(&mut q, req, status, result);
+            self.queues.put(q);
+        }
+        self.held_responses = held;
     }
 
     /// Takes control messages; returns how many.
@@ -1501,6 +1545,13 @@ impl<F: Fabric> Poller<F> {
         }
         if q.closing {
             return self.recycle(req);
+        }
+        if self.hold_responses {
+            // Counted as the queue's until posted (a draining queue waits for it).
+            q.elsewhere += 1;
+            self.held_responses
+                .push((q.qp_num().0, req, status, result));
+            return;
         }
         if let Some(req) = self.pace_response(q, req, status, result) {
             self.send_response(q, req, status, result);
