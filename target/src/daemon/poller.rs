@@ -242,7 +242,9 @@ impl<F: Fabric> Poller<F> {
                 return;
             }
             if work > 0 {
-                last_work = self.clock();
+                // The end of the pass, read afresh: the pass's clock is as old as its first
+                // use, and the idle poller spins for a while after the last work.
+                last_work = Instant::now();
                 continue;
             }
             self.idle(last_work);
