@@ -142,6 +142,33 @@ pub struct Rejected<T> {
     pub ctx: T,
 }
 
+/// One chain of a batch ([`Endpoint::post_send_batch`]).
+#[derive(Debug)]
+pub struct Chain<T> {
+    len: u32,
+    ctx: Option<T>,
+    id: Option<WrId>,
+}
+
+impl<T> Chain<T> {
+    /// `len` work requests, consecutive in the batch's list. With a state, the chain's last
+    /// work request carries it and is signaled, the others untracked (as with
+    /// [`Endpoint::post_send`]); without, every work request of the chain is unsignaled (as
+    /// with [`Endpoint::post_send_unsignaled`]).
+    pub fn new(len: u32, ctx: Option<T>) -> Self {
+        Chain { len, ctx, id: None }
+    }
+}
+
+/// The chains of a batch the queue did not take, in order, with why.
+#[derive(Debug)]
+pub struct BatchRejected<T> {
+    /// Why, and how many work requests of the whole batch were posted anyway.
+    pub error: PostError,
+    /// The states of the chains not (or not wholly) posted, in order.
+    pub ctxs: Vec<T>,
+}
+
 /// A completion resolved to its caller state.
 #[derive(Debug)]
 pub struct Done<T> {
@@ -249,6 +276,108 @@ impl<Q: QueuePair, T> Endpoint<Q, T> {
                     self.sq_in_use += error.posted as u32;
                 }
                 Err(Rejected { error, ctx })
+            }
+        }
+    }
+
+    /// Posts several chains with one call to the device (one doorbell): `wrs` holds the
+    /// chains' work requests in order, `chains` says how long each is and what it carries
+    /// (drained). Each chain is what [`Self::post_send`] (with a state) or
+    /// [`Self::post_send_unsignaled`] (without) would post; the ids and signaled flags in
+    /// `wrs` are overwritten. On failure the chains wholly posted stay in flight and the
+    /// others' states come back; a chain posted in part kills the QP, as a torn chain does.
+    pub fn post_send_batch(
+        &mut self,
+        chains: &mut Vec<Chain<T>>,
+        wrs: &mut [SendWr<'_>],
+    ) -> Result<(), BatchRejected<T>> {
+        let total: u32 = chains.iter().map(|c| c.len).sum();
+        let bad = if total as usize != wrs.len() {
+            Some("the chains' lengths do not add up to the work requests")
+        } else if chains.iter().any(|c| c.len == 0) {
+            Some("empty chain")
+        } else {
+            None
+        };
+        let refused = |chains: &mut Vec<Chain<T>>, e: FabricError| BatchRejected {
+            error: PostError::nothing_posted(e),
+            ctxs: chains.drain(..).filter_map(|c| c.ctx).collect(),
+        };
+        if let Some(why) = bad {
+            return Err(refused(chains, FabricError::InvalidArgument(why.into())));
+        }
+        if total == 0 {
+            return Ok(());
+        }
+        if let Err(e) = self.room(total) {
+            return Err(refused(chains, e));
+        }
+        // Ids first (the states move into the slab); undone below for what is not posted.
+        let mut pending = self.unsignaled_pending;
+        let mut at = 0usize;
+        for c in chains.iter_mut() {
+            let end = at + c.len as usize;
+            let chain = &mut wrs[at..end];
+            for wr in chain.iter_mut() {
+                wr.wr_id = WrId(0);
+                wr.signaled = false;
+            }
+            c.id = c.ctx.take().map(|ctx| {
+                let id = self.sends.insert(ctx, c.len + pending);
+                pending = 0;
+                if let Some(last) = chain.last_mut() {
+                    last.wr_id = id;
+                    last.signaled = true;
+                }
+                id
+            });
+            if c.id.is_none() {
+                pending += c.len;
+            }
+            at = end;
+        }
+        match self.qp.post_send(wrs) {
+            Ok(()) => {
+                self.sq_in_use += total;
+                self.unsignaled_pending = pending;
+                chains.clear();
+                Ok(())
+            }
+            Err(error) => {
+                let posted = error.posted.min(wrs.len()) as u32;
+                self.sq_in_use += posted;
+                // Chains wholly posted stay; the rest come back. The unsignaled count is
+                // what follows the last signaled work request that was posted.
+                let mut back = Vec::new();
+                let mut start = 0u32;
+                let mut unsignaled = self.unsignaled_pending;
+                let mut torn = false;
+                for c in chains.drain(..) {
+                    let (len, id) = (c.len, c.id);
+                    let end = start + len;
+                    if end <= posted {
+                        match id {
+                            Some(_) => unsignaled = 0,
+                            None => unsignaled += len,
+                        }
+                    } else {
+                        if start < posted {
+                            torn = true;
+                            unsignaled += posted - start;
+                        }
+                        if let Some((ctx, _)) = id.and_then(|id| self.sends.remove(id)) {
+                            back.push(ctx);
+                        }
+                    }
+                    start = end;
+                }
+                self.unsignaled_pending = unsignaled;
+                if torn {
+                    // Its prefix is in flight with nothing signaled after it: kill the QP so
+                    // the prefix flushes instead of lingering.
+                    let _ = self.qp.set_error();
+                }
+                Err(BatchRejected { error, ctxs: back })
             }
         }
     }
@@ -375,6 +504,151 @@ impl<S: SharedReceiveQueue, T> SrqEndpoint<S, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::{ConnId, Payload, QpNum, SendOp, WcStatus};
+
+    /// A QP that records what is posted and may take only the first `take` work requests.
+    #[derive(Default)]
+    struct Recording {
+        posted: Vec<(WrId, bool)>,
+        calls: usize,
+        take: Option<usize>,
+        broken: bool,
+    }
+
+    impl QueuePair for Recording {
+        fn qp_num(&self) -> QpNum {
+            QpNum(7)
+        }
+        fn conn(&self) -> ConnId {
+            ConnId(1)
+        }
+        fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
+            self.calls += 1;
+            let n = self.take.map_or(wrs.len(), |k| k.min(wrs.len()));
+            self.posted
+                .extend(wrs[..n].iter().map(|w| (w.wr_id, w.signaled)));
+            if n < wrs.len() {
+                return Err(PostError {
+                    posted: n,
+                    error: FabricError::InvalidArgument("send queue full".into()),
+                });
+            }
+            Ok(())
+        }
+        fn post_recv(&mut self, _: &[RecvWr<'_>]) -> Result<(), PostError> {
+            Ok(())
+        }
+        fn set_error(&mut self) -> Result<(), FabricError> {
+            self.broken = true;
+            Ok(())
+        }
+    }
+
+    fn send() -> SendWr<'static> {
+        SendWr {
+            wr_id: WrId(0),
+            op: SendOp::Send,
+            payload: Payload::Inline(&[0; 16]),
+            signaled: true,
+        }
+    }
+
+    fn done(id: WrId) -> Completion {
+        Completion {
+            wr_id: id,
+            status: WcStatus::Success,
+            opcode: None,
+            byte_len: 0,
+            qp_num: QpNum(7),
+            invalidated_rkey: None,
+        }
+    }
+
+    #[test]
+    fn a_batch_is_one_post_and_each_chain_is_tracked_as_if_posted_alone() {
+        let mut ep: Endpoint<Recording, &str> = Endpoint::new(Recording::default(), 8);
+        let mut chains = vec![
+            Chain::new(2, Some("a")),
+            Chain::new(1, None),
+            Chain::new(1, Some("b")),
+        ];
+        let mut wrs = [send(); 4];
+        ep.post_send_batch(&mut chains, &mut wrs).unwrap();
+        assert!(chains.is_empty());
+        let posted = &ep.qp().posted;
+        assert_eq!(ep.qp().calls, 1, "one doorbell");
+        assert_eq!(posted[0], (WrId(0), false), "a chain's head is untracked");
+        assert!(
+            posted[1].1 && posted[1].0 != WrId(0),
+            "its last is signaled"
+        );
+        assert_eq!(
+            posted[2],
+            (WrId(0), false),
+            "a chain without state is unsignaled"
+        );
+        assert!(posted[3].1);
+        let (a, b) = (posted[1].0, posted[3].0);
+        assert_eq!(ep.sq_in_use(), 4);
+        assert_eq!(ep.unsignaled_pending(), 0);
+        // b's completion gives back its own slot and the unsignaled one before it.
+        assert_eq!(ep.complete(&done(b)).map(|d| d.ctx), Some("b"));
+        assert_eq!(ep.sq_in_use(), 2);
+        assert_eq!(ep.complete(&done(a)).map(|d| d.ctx), Some("a"));
+        assert_eq!(ep.sq_in_use(), 0);
+        assert_eq!(ep.in_flight(), 0);
+    }
+
+    #[test]
+    fn a_batch_cut_short_keeps_whole_chains_and_hands_back_the_rest() {
+        let qp = Recording {
+            take: Some(3),
+            ..Recording::default()
+        };
+        let mut ep: Endpoint<Recording, &str> = Endpoint::new(qp, 8);
+        let mut chains = vec![
+            Chain::new(2, Some("a")),
+            Chain::new(1, None),
+            Chain::new(1, Some("b")),
+        ];
+        let mut wrs = [send(); 4];
+        let rej = ep.post_send_batch(&mut chains, &mut wrs).unwrap_err();
+        assert_eq!(rej.ctxs, vec!["b"]);
+        assert_eq!(rej.error.posted, 3);
+        assert!(!ep.qp().broken, "no chain was torn");
+        assert_eq!(ep.sq_in_use(), 3);
+        assert_eq!(ep.unsignaled_pending(), 1);
+        assert_eq!(ep.in_flight(), 1, "a stays in flight");
+
+        // Cut inside a chain: that chain is torn, the QP is killed, both states come back.
+        let qp = Recording {
+            take: Some(1),
+            ..Recording::default()
+        };
+        let mut ep: Endpoint<Recording, &str> = Endpoint::new(qp, 8);
+        let mut chains = vec![Chain::new(2, Some("a")), Chain::new(1, Some("b"))];
+        let mut wrs = [send(); 3];
+        let rej = ep.post_send_batch(&mut chains, &mut wrs).unwrap_err();
+        assert_eq!(rej.ctxs, vec!["a", "b"]);
+        assert!(ep.qp().broken);
+        assert_eq!(ep.in_flight(), 0);
+    }
+
+    #[test]
+    fn a_batch_without_room_or_with_wrong_lengths_posts_nothing() {
+        let mut ep: Endpoint<Recording, &str> = Endpoint::new(Recording::default(), 2);
+        let mut chains = vec![Chain::new(2, Some("a")), Chain::new(1, Some("b"))];
+        let mut wrs = [send(); 3];
+        let rej = ep.post_send_batch(&mut chains, &mut wrs).unwrap_err();
+        assert_eq!(rej.ctxs, vec!["a", "b"]);
+        assert!(matches!(rej.error.error, FabricError::QueueFull { .. }));
+        let mut chains = vec![Chain::new(2, Some("c"))];
+        let mut wrs = [send(); 1];
+        let rej = ep.post_send_batch(&mut chains, &mut wrs).unwrap_err();
+        assert_eq!(rej.ctxs, vec!["c"]);
+        assert_eq!(ep.qp().calls, 0);
+        assert_eq!((ep.sq_in_use(), ep.in_flight()), (0, 0));
+    }
 
     #[test]
     fn ids_resolve_once_and_stale_ids_do_not_resolve() {

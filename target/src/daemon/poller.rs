@@ -23,10 +23,10 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use raidline_fabric::slab::{SrqEndpoint, WrKind};
+use raidline_fabric::slab::{Chain, SrqEndpoint, WrKind};
 use raidline_fabric::sys_poll::wait_ready;
 use raidline_fabric::{
-    Completion as Wc, CompletionQueue, ConnId, Fabric, Payload, RemoteBuf, SendOp, SendWr,
+    Completion as Wc, CompletionQueue, ConnId, Fabric, Payload, RemoteBuf, SendOp, SendWr, Sge,
     WcStatus, WrId,
 };
 use raidline_proto::fabrics::{ConnectData, ConnectResponse, InvalidParameterIn};
@@ -89,6 +89,9 @@ const HELD_POLL: Duration = Duration::from_micros(50);
 /// Host-to-controller admin data we accept (Set Features payloads are tiny).
 const MAX_ADMIN_IN: u32 = 8192;
 
+/// Responses posted with one call to the device, at most ([`Poller::send_responses`]).
+const DOORBELL_BATCH: usize = 32;
+
 /// Finished requests' boxes a poller keeps for reuse (beyond that, freed).
 const SPARE_REQS: usize = 1024;
 
@@ -133,7 +136,13 @@ pub(crate) struct Poller<F: Fabric> {
     /// (see [`Self::poll_storage`]).
     hold_responses: bool,
     #[allow(clippy::vec_box)]
-    held_responses: Vec<(u32, Box<Req>, Status, u64)>,
+    held_responses: Vec<(u32, u32, Box<Req>, Status, u64)>,
+    /// Scratch of [`Self::send_responses`] (kept: no allocation per pass).
+    #[allow(clippy::vec_box)]
+    sending: Vec<(Box<Req>, Status, u64)>,
+    chains: Vec<Chain<Wr>>,
+    #[allow(clippy::vec_box)]
+    quiet_done: Vec<Box<Req>>,
 }
 
 /// What a poller is built from: its completion queue and control channel, its payload pool,
@@ -185,6 +194,9 @@ impl<F: Fabric> Poller<F> {
             pass_clock: None,
             hold_responses: false,
             held_responses: Vec::with_capacity(64),
+            sending: Vec::with_capacity(DOORBELL_BATCH),
+            chains: Vec::with_capacity(DOORBELL_BATCH),
+            quiet_done: Vec::with_capacity(DOORBELL_BATCH),
         };
         if let Some((q, bufs, slots)) = io.srq {
             let mut shared = SharedRecv {
@@ -392,22 +404,50 @@ impl<F: Fabric> Poller<F> {
         work
     }
 
-    /// Posts the responses held during [`Self::poll_storage`], in the order they were
-    /// held.
+    /// Posts the responses held during [`Self::poll_storage`]: per queue, in the order they
+    /// were held, together ([`Self::send_responses`]).
     fn flush_responses(&mut self) {
         if self.held_responses.is_empty() {
             return;
         }
         let mut held = std::mem::take(&mut self.held_responses);
-        for (qpn, req, status, result) in held.drain(..) {
-            let Some(mut q) = self.queues.take(qpn) else {
+        // By queue, each queue's in the order held (no allocation: the key is unique).
+        held.sort_unstable_by_key(|(qpn, seq, ..)| (*qpn, *seq));
+        let mut batch = std::mem::take(&mut self.sending);
+        let mut cur: Option<Box<Queue<F>>> = None;
+        for (qpn, _, req, status, result) in held.drain(..) {
+            if cur.as_ref().map(|q| q.qp_num().0) != Some(qpn) {
+                if let Some(mut q) = cur.take() {
+                    self.send_responses(&mut q, &mut batch);
+                    self.queues.put(q);
+                }
+                cur = self.queues.take(qpn);
+            }
+            let Some(q) = cur.as_mut() else {
                 self.recycle(req);
                 continue;
             };
             q.elsewhere -= 1;
-            self.respond(&mut q, req, status, result);
+            // `respond` returned the in-capsule buffer before holding it.
+            if q.closing {
+                self.recycle(req);
+                continue;
+            }
+            if let Some(req) = self.pace_response(q, req, status, result) {
+                if q.pacing.pacer.is_some() {
+                    // A paced queue's gate counts what was posted: each response goes as
+                    // its tokens allow, on its own.
+                    self.send_response(q, req, status, result);
+                } else {
+                    batch.push((req, status, result));
+                }
+            }
+        }
+        if let Some(mut q) = cur.take() {
+            self.send_responses(&mut q, &mut batch);
             self.queues.put(q);
         }
+        self.sending = batch;
         self.held_responses = held;
     }
 
@@ -1551,8 +1591,9 @@ impl<F: Fabric> Poller<F> {
         if self.hold_responses {
             // Counted as the queue's until posted (a draining queue waits for it).
             q.elsewhere += 1;
+            let seq = self.held_responses.len() as u32;
             self.held_responses
-                .push((q.qp_num().0, req, status, result));
+                .push((q.qp_num().0, seq, req, status, result));
             return;
         }
         if let Some(req) = self.pace_response(q, req, status, result) {
@@ -1561,10 +1602,125 @@ impl<F: Fabric> Poller<F> {
     }
 
     /// [`Self::respond`] once the pacer lets the response's data go.
-    fn send_response(&mut self, q: &mut Queue<F>, mut req: Box<Req>, status: Status, result: u64) {
-        if let Some(slot) = req.slot.take() {
-            self.post_recv(q, slot);
+    fn send_response(&mut self, q: &mut Queue<F>, req: Box<Req>, status: Status, result: u64) {
+        let mut one = std::mem::take(&mut self.sending);
+        one.push((req, status, result));
+        self.send_responses(q, &mut one);
+        self.sending = one;
+    }
+
+    /// Posts the responses in `batch` (drained) on `q`, up to [`DOORBELL_BATCH`] with each
+    /// call to the device: on rxe a post is a system call that also does the packets' work,
+    /// and SPDK's target likewise posts what a poll gathered with one doorbell. Each
+    /// response is the chain it would be alone: the RDMA WRITE of its data (if any), then its
+    /// SEND, and it is tracked as if posted alone.
+    fn send_responses(&mut self, q: &mut Queue<F>, batch: &mut Vec<(Box<Req>, Status, u64)>) {
+        let mut chains = std::mem::take(&mut self.chains);
+        let mut quiet_done: Vec<Box<Req>> = std::mem::take(&mut self.quiet_done);
+        let mut it = batch.drain(..);
+        loop {
+            // One doorbell's worth, prepared on the stack: the capsules and data SGEs the work
+            // requests point at live here until the post returns.
+            let mut cqes = [[0u8; 16]; DOORBELL_BATCH];
+            let mut datas: [Option<(RemoteBuf, [Sge; 1])>; DOORBELL_BATCH] = [None; DOORBELL_BATCH];
+            let mut paced = [0u64; DOORBELL_BATCH];
+            let mut n = 0;
+            let mut pending = q.ep.unsignaled_pending();
+            let half = q.ep.sq_depth() / 2;
+            chains.clear();
+            for (mut req, status, result) in it.by_ref() {
+                if let Some(slot) = req.slot.take() {
+                    self.post_recv(q, slot);
+                }
+                let Some((cqe, data)) = self.prepare_response(q, &mut req, status, result) else {
+                    self.recycle(req);
+                    continue;
+                };
+                cqes[n] = cqe;
+                datas[n] = data;
+                paced[n] = data.map_or(0, |(_, s)| u64::from(s[0].length));
+                req.paced_len = paced[n];
+                let len = if data.is_some() { 2 } else { 1 };
+                // A response with no data needs no completion: its capsule goes inline,
+                // nothing of the request stays in use by the device. Unsignaled, its
+                // send-queue slot comes back with a later signaled completion, so one in
+                // every half queue is signaled.
+                let quiet = len == 1 && !req.close_after && pending < half;
+                if quiet {
+                    pending += 1;
+                    quiet_done.push(req);
+                    chains.push(Chain::new(1, None));
+                } else {
+                    pending = 0;
+                    chains.push(Chain::new(len, Some(Wr::Resp(req))));
+                }
+                n += 1;
+                if n == DOORBELL_BATCH {
+                    break;
+                }
+            }
+            if n == 0 {
+                break;
+            }
+            let send = SendWr {
+                wr_id: WrId(0),
+                op: SendOp::Send,
+                payload: Payload::Inline(&[]),
+                signaled: false,
+            };
+            let mut wrs = [send; 2 * DOORBELL_BATCH];
+            let mut w = 0;
+            for (cqe, data) in cqes[..n].iter().zip(&datas[..n]) {
+                if let Some((remote, sge)) = data {
+                    wrs[w] = SendWr {
+                        wr_id: WrId(0),
+                        op: SendOp::RdmaWrite(*remote),
+                        payload: Payload::Sges(sge),
+                        signaled: false,
+                    };
+                    w += 1;
+                }
+                wrs[w] = SendWr {
+                    payload: Payload::Inline(cqe),
+                    ..send
+                };
+                w += 1;
+            }
+            match q.ep.post_send_batch(&mut chains, &mut wrs[..w]) {
+                Ok(()) => {
+                    for &len in paced[..n].iter().filter(|l| **l > 0) {
+                        self.pace_sent(q, len);
+                    }
+                }
+                Err(rej) => {
+                    q.close(format!("response not posted: {}", rej.error));
+                    for ctx in rej.ctxs {
+                        if let Wr::Resp(r) = ctx {
+                            self.recycle(r);
+                        }
+                    }
+                }
+            }
+            for r in quiet_done.drain(..) {
+                self.recycle(r);
+            }
         }
+        drop(it);
+        self.chains = chains;
+        self.quiet_done = quiet_done;
+    }
+
+    /// A response's accounting (latency, counters, the debug line of a refusal) and what it
+    /// sends: the completion queue entry, and the data's RDMA WRITE if it returns any.
+    /// `None`: it cannot be sent (the queue is closed).
+    #[allow(clippy::type_complexity)]
+    fn prepare_response(
+        &mut self,
+        q: &mut Queue<F>,
+        req: &mut Req,
+        status: Status,
+        result: u64,
+    ) -> Option<([u8; 16], Option<(RemoteBuf, [Sge; 1])>)> {
         let ok = status.is_success();
         if !ok && tracing::enabled!(tracing::Level::DEBUG) {
             let sqe: String = req
@@ -1611,63 +1767,15 @@ impl<F: Fabric> Poller<F> {
                 Ok(s) => Some(s),
                 Err(e) => {
                     q.close(format!("pool buffer not registered: {e}"));
-                    return self.recycle(req);
+                    return None;
                 }
             },
             _ => None,
         };
-        // The chain on the stack: the data's RDMA WRITE (if any), then the response.
-        let sges = sge.map(|s| [s]);
-        let send = SendWr {
-            wr_id: WrId(0),
-            op: SendOp::Send,
-            payload: Payload::Inline(&cqe),
-            signaled: true,
-        };
-        let mut pair;
-        let mut single;
-        let mut paced = 0;
-        let wrs: &mut [SendWr<'_>] = match (write_back, sges.as_ref()) {
-            (Some((remote, len)), Some(sges)) => {
-                paced = len as u64;
-                let write = SendWr {
-                    wr_id: WrId(0),
-                    op: SendOp::RdmaWrite(remote),
-                    payload: Payload::Sges(sges),
-                    signaled: false,
-                };
-                pair = [write, send];
-                &mut pair
-            }
-            _ => {
-                single = [send];
-                &mut single
-            }
-        };
-        req.paced_len = paced;
-        // A response with no data needs no completion: its capsule goes inline, nothing of
-        // the request stays in use by the device. Unsignaled, its send-queue slot comes back
-        // with a later signaled completion, so one in every half queue is signaled.
-        let quiet =
-            wrs.len() == 1 && !req.close_after && q.ep.unsignaled_pending() < q.ep.sq_depth() / 2;
-        if quiet {
-            match q.ep.post_send_unsignaled(wrs) {
-                Ok(()) => return self.recycle(req),
-                Err(e) => {
-                    q.close(format!("response not posted: {e}"));
-                    return self.recycle(req);
-                }
-            }
-        }
-        match q.ep.post_send(Wr::Resp(req), wrs) {
-            Ok(()) => self.pace_sent(q, paced),
-            Err(rej) => {
-                q.close(format!("response not posted: {}", rej.error));
-                if let Wr::Resp(r) = rej.ctx {
-                    self.recycle(r);
-                }
-            }
-        }
+        Some((
+            cqe,
+            write_back.zip(sge).map(|((remote, _), s)| (remote, [s])),
+        ))
     }
 
     fn post_recv(&mut self, q: &mut Queue<F>, slot: Slot) {
