@@ -434,12 +434,16 @@ impl<F: Fabric> Poller<F> {
                 continue;
             }
             if let Some(req) = self.pace_response(q, req, status, result) {
-                if q.pacing.pacer.is_some() {
-                    // A paced queue's gate counts what was posted: each response goes as
-                    // its tokens allow, on its own.
-                    self.send_response(q, req, status, result);
-                } else {
+                // Responses that return data (an RDMA WRITE, then the SEND) go together.
+                // A data-less one goes on its own: batched, they bunched the host's next
+                // commands and cost small writes (lab, RAM disk: 0.82x the IOPS), where
+                // reads gained (1.25x). A paced queue's gate counts what was posted, so
+                // each of its responses goes as its tokens allow, on its own.
+                let data = status.is_success() && req.write_back.is_some();
+                if data && q.pacing.pacer.is_none() {
                     batch.push((req, status, result));
+                } else {
+                    self.send_response(q, req, status, result);
                 }
             }
         }
