@@ -418,7 +418,9 @@ impl<F: Fabric> Poller<F> {
         for (qpn, _, req, status, result) in held.drain(..) {
             if cur.as_ref().map(|q| q.qp_num().0) != Some(qpn) {
                 if let Some(mut q) = cur.take() {
-                    self.send_responses(&mut q, &mut batch);
+                    self.send_responses::<DOORBELL_BATCH, { 2 * DOORBELL_BATCH }>(
+                        &mut q, &mut batch,
+                    );
                     self.queues.put(q);
                 }
                 cur = self.queues.take(qpn);
@@ -448,7 +450,7 @@ impl<F: Fabric> Poller<F> {
             }
         }
         if let Some(mut q) = cur.take() {
-            self.send_responses(&mut q, &mut batch);
+            self.send_responses::<DOORBELL_BATCH, { 2 * DOORBELL_BATCH }>(&mut q, &mut batch);
             self.queues.put(q);
         }
         self.sending = batch;
@@ -1592,8 +1594,10 @@ impl<F: Fabric> Poller<F> {
         if q.closing {
             return self.recycle(req);
         }
-        if self.hold_responses {
-            // Counted as the queue's until posted (a draining queue waits for it).
+        if self.hold_responses && q.pacing.pacer.is_none() {
+            // Counted as the queue's until posted (a draining queue waits for it). A paced
+            // queue's responses go at once, as their tokens allow: held, they went out in
+            // bursts behind the pass and its probes measured them (e2e_pacing).
             q.elsewhere += 1;
             let seq = self.held_responses.len() as u32;
             self.held_responses
@@ -1609,25 +1613,30 @@ impl<F: Fabric> Poller<F> {
     fn send_response(&mut self, q: &mut Queue<F>, req: Box<Req>, status: Status, result: u64) {
         let mut one = std::mem::take(&mut self.sending);
         one.push((req, status, result));
-        self.send_responses(q, &mut one);
+        self.send_responses::<1, 2>(q, &mut one);
         self.sending = one;
     }
 
-    /// Posts the responses in `batch` (drained) on `q`, up to [`DOORBELL_BATCH`] with each
-    /// call to the device: on rxe a post is a system call that also does the packets' work,
-    /// and SPDK's target likewise posts what a poll gathered with one doorbell. Each
-    /// response is the chain it would be alone: the RDMA WRITE of its data (if any), then its
-    /// SEND, and it is tracked as if posted alone.
-    fn send_responses(&mut self, q: &mut Queue<F>, batch: &mut Vec<(Box<Req>, Status, u64)>) {
+    /// Posts the responses in `batch` (drained) on `q`, up to `N` with each call to the
+    /// device (`W` = 2 `N` work requests; the held responses go [`DOORBELL_BATCH`] at a time):
+    /// on rxe a post is a system call that also does the packets' work, and SPDK's target
+    /// likewise posts what a poll gathered with one doorbell. Each response is the chain it
+    /// would be alone: the RDMA WRITE of its data (if any), then its SEND, and it is tracked
+    /// as if posted alone.
+    fn send_responses<const N: usize, const W: usize>(
+        &mut self,
+        q: &mut Queue<F>,
+        batch: &mut Vec<(Box<Req>, Status, u64)>,
+    ) {
         let mut chains = std::mem::take(&mut self.chains);
         let mut quiet_done: Vec<Box<Req>> = std::mem::take(&mut self.quiet_done);
         let mut it = batch.drain(..);
         loop {
             // One doorbell's worth, prepared on the stack: the capsules and data SGEs the work
             // requests point at live here until the post returns.
-            let mut cqes = [[0u8; 16]; DOORBELL_BATCH];
-            let mut datas: [Option<(RemoteBuf, [Sge; 1])>; DOORBELL_BATCH] = [None; DOORBELL_BATCH];
-            let mut paced = [0u64; DOORBELL_BATCH];
+            let mut cqes = [[0u8; 16]; N];
+            let mut datas: [Option<(RemoteBuf, [Sge; 1])>; N] = [None; N];
+            let mut paced = [0u64; N];
             let mut n = 0;
             let mut pending = q.ep.unsignaled_pending();
             let half = q.ep.sq_depth() / 2;
@@ -1659,7 +1668,7 @@ impl<F: Fabric> Poller<F> {
                     chains.push(Chain::new(len, Some(Wr::Resp(req))));
                 }
                 n += 1;
-                if n == DOORBELL_BATCH {
+                if n == N {
                     break;
                 }
             }
@@ -1672,7 +1681,7 @@ impl<F: Fabric> Poller<F> {
                 payload: Payload::Inline(&[]),
                 signaled: false,
             };
-            let mut wrs = [send; 2 * DOORBELL_BATCH];
+            let mut wrs = [send; W];
             let mut w = 0;
             for (cqe, data) in cqes[..n].iter().zip(&datas[..n]) {
                 if let Some((remote, sge)) = data {

@@ -219,8 +219,11 @@ impl<F: Fabric> Poller<F> {
         // the checks below wait for every 256th such pass: a spinning poller would read the
         // clock on every turn, and a poller going to sleep publishes first (`publish_idle`).
         let t = match self.pass_clock {
+            // Something paced may be due: the pacer's decisions and its probes' send stamps
+            // need the time now, not the pass's first read (a stale stamp inflates the probe
+            // RTT by the age of the pass).
+            _ if self.pace.next_due.is_some() => Instant::now(),
             Some(t) => t,
-            None if self.pace.next_due.is_some() => self.clock(),
             None => {
                 self.pace.clockless = self.pace.clockless.wrapping_add(1);
                 if !self.pace.unpublished || self.pace.clockless % 256 != 0 {
