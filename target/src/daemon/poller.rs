@@ -140,6 +140,8 @@ pub(crate) struct Poller<F: Fabric> {
     /// Scratch of [`Self::send_responses`] (kept: no allocation per pass).
     #[allow(clippy::vec_box)]
     sending: Vec<(Box<Req>, Status, u64)>,
+    #[allow(clippy::vec_box)]
+    sending_one: Vec<(Box<Req>, Status, u64)>,
     chains: Vec<Chain<Wr>>,
     #[allow(clippy::vec_box)]
     quiet_done: Vec<Box<Req>>,
@@ -195,6 +197,7 @@ impl<F: Fabric> Poller<F> {
             hold_responses: false,
             held_responses: Vec::with_capacity(64),
             sending: Vec::with_capacity(DOORBELL_BATCH),
+            sending_one: Vec::with_capacity(1),
             chains: Vec::with_capacity(DOORBELL_BATCH),
             quiet_done: Vec::with_capacity(DOORBELL_BATCH),
         };
@@ -1611,10 +1614,12 @@ impl<F: Fabric> Poller<F> {
 
     /// [`Self::respond`] once the pacer lets the response's data go.
     fn send_response(&mut self, q: &mut Queue<F>, req: Box<Req>, status: Status, result: u64) {
-        let mut one = std::mem::take(&mut self.sending);
+        // Its own scratch (`sending` is taken while held responses are flushed), and arrays
+        // sized for one: they live on the stack and are set up per call.
+        let mut one = std::mem::take(&mut self.sending_one);
         one.push((req, status, result));
         self.send_responses::<1, 2>(q, &mut one);
-        self.sending = one;
+        self.sending_one = one;
     }
 
     /// Posts the responses in `batch` (drained) on `q`, up to `N` with each call to the
