@@ -3,7 +3,7 @@
 # a soft-RoCE guest, with `perf record -a -g` over the whole guest while it runs.
 #
 #   deploy/lab/profile.sh [--job JOB] [--target raidline|kernel] [--io-path ring|workers]
-#                         [--cores N] [--runtime SECS] [--tool perf|strace] [--results DIR]
+#                         [--cores N] [--runtime SECS] [--tool perf|strace|none] [--results DIR]
 #
 # JOB: one of bench.sh's jobs (randread-4k, randwrite-4k, seqwrite-128k, seqread-128k,
 # fullstripe-192k; default randwrite-4k), on RAID-5 over 4 emulated drives (raidline's, or md
@@ -13,6 +13,9 @@
 # guest's CPU busy % over the job; for raidline, CPU time per thread from /proc (schedstat).
 # `--tool strace` counts raidline's system calls per thread instead (`strace -c -f`; it slows
 # the daemon, so its IOPS are not comparable): what each I/O costs in calls and wake-ups.
+# `--tool none` runs no profiler. Every run also reports, per block device, the operations
+# over the job from /proc/diskstats (`disks.txt`): reads, writes and flushes per host I/O,
+# their mean latency and the mean number in flight (what the drives saw, whoever drove them).
 # Under TCG perf samples the guest's clock: read its shares as rough, and prefer the thread
 # CPU times and call counts for comparisons.
 set -euo pipefail
@@ -27,7 +30,7 @@ if [ "${LAB_ROLE:-}" = "" ]; then
     case "$1" in
       --job) job=$2 ;; --target) target=$2 ;; --io-path) io_path=$2 ;; --cores) cores=$2 ;;
       --runtime) runtime=$2 ;; --results) results=$2 ;; --tool) tool=$2 ;;
-      *) echo "usage: profile.sh [--job JOB] [--target raidline|kernel] [--io-path ring|workers] [--cores N] [--runtime SECS] [--tool perf|strace] [--results DIR]" >&2; exit 2 ;;
+      *) echo "usage: profile.sh [--job JOB] [--target raidline|kernel] [--io-path ring|workers] [--cores N] [--runtime SECS] [--tool perf|strace|none] [--results DIR]" >&2; exit 2 ;;
     esac
     shift 2
   done
@@ -55,7 +58,7 @@ lab_nvme_timeouts 30
 lab_hostnqn
 lab_rxe_up eth0
 tool=${PROF_TOOL:-perf}
-command -v "$tool" > /dev/null || lab_fail "$tool is not installed on the host (apt-get install linux-perf strace)"
+[ "$tool" = none ] || command -v "$tool" > /dev/null || lab_fail "$tool is not installed on the host (apt-get install linux-perf strace)"
 # Kernel symbols and call graphs of every process.
 echo -1 > /proc/sys/kernel/perf_event_paranoid
 echo 0 > /proc/sys/kernel/kptr_restrict
@@ -96,7 +99,9 @@ threads_cpu() {
   done
 }
 threads_cpu > "$out/threads-before.txt"
+cp /proc/diskstats "$out/diskstats-before.txt"
 a=$(head -n 1 /proc/stat)
+t0=$(date +%s%N)
 # shellcheck disable=SC2086
 fio --name="$job" --filename="$dev" --ioengine=libaio --direct=1 --size=384m --time_based \
   --ramp_time=2 --runtime="$runtime" --randrepeat=0 $fio_args --eta=never \
@@ -106,14 +111,34 @@ sleep 3
 if [ "$tool" = strace ]; then
   [ -n "$pid" ] || lab_fail "--tool strace profiles raidline only"
   timeout -s INT $((runtime - 4)) strace -c -f -p "$pid" -o "$out/strace.txt" 2> /dev/null || true
+elif [ "$tool" = none ]; then
+  :
 else
   perf record -a -g -F 499 -o "$out/perf.data" -- sleep $((runtime - 4)) 2> "$out/perf-record.log" ||
     lab_fail "perf record"
 fi
 wait "$fio_pid" || lab_fail "fio $job"
 b=$(head -n 1 /proc/stat)
+t1=$(date +%s%N)
+cp /proc/diskstats "$out/diskstats-after.txt"
 threads_cpu > "$out/threads-after.txt"
 iops=$(jq -r '[.jobs[] | .read.iops, .write.iops] | add | floor' "$out/fio.json")
+ios_total=$(jq -r '[.jobs[] | .read.total_ios, .write.total_ios] | add' "$out/fio.json")
+# Per device over the whole fio run (ramp included, so per-I/O counts are slightly high):
+# operations per host I/O, mean latency (ms) and mean in flight (weighted ms / elapsed ms).
+join <(awk '$3 ~ /^(nvme[0-9]+n[0-9]+|md[0-9]+)$/ { print $3, $4, $7, $8, $11, $13, $14, $19, $20 }' \
+        "$out/diskstats-before.txt" | sort) \
+     <(awk '$3 ~ /^(nvme[0-9]+n[0-9]+|md[0-9]+)$/ { print $3, $4, $7, $8, $11, $13, $14, $19, $20 }' \
+        "$out/diskstats-after.txt" | sort) |
+  awk -v ios="$ios_total" -v ms="$(( (t1 - t0) / 1000000 ))" '
+    function per(n) { return ios > 0 ? n / ios : 0 }
+    function lat(t, n) { return n > 0 ? t / n : 0 }
+    { r = $10 - $2; rt = $11 - $3; w = $12 - $4; wt = $13 - $5; io = $14 - $6; q = $15 - $7
+      f = $16 - $8; ft = $17 - $9
+      if (r + w + f == 0) next
+      printf "%-10s reads %7.3f/io %6.2f ms  writes %7.3f/io %6.2f ms  flushes %7.4f/io %6.2f ms  in flight %5.2f  busy %3.0f%%\n",
+        $1, per(r), lat(rt, r), per(w), lat(wt, w), per(f), lat(ft, f), (ms > 0 ? q / ms : 0), (ms > 0 ? 100 * io / ms : 0) }' \
+  > "$out/disks.txt"
 busy=$(awk -v a="$a" -v b="$b" 'BEGIN {
   n = split(a, x, " "); split(b, y, " "); t = 0; idle = 0
   for (i = 2; i <= n; i++) { d = y[i] - x[i]; t += d; if (i == 5 || i == 6) idle += d }
@@ -131,8 +156,12 @@ if [ -n "$pid" ]; then
   cat "$out/threads.txt" >&2
 fi
 
+echo "== disks (per host I/O; latency; mean in flight)" >&2
+cat "$out/disks.txt" >&2
 if [ "$tool" = strace ]; then
   cat "$out/strace.txt" >&2
+elif [ "$tool" = none ]; then
+  :
 else
 report() { perf report -i "$out/perf.data" --stdio --no-children "$@" 2> /dev/null; }
 report --sort comm > "$out/by-comm.txt"

@@ -135,6 +135,11 @@ pub struct DataPathMetrics {
     pub ring_requests: AtomicU64,
     /// Storage requests handed to storage worker threads.
     pub worker_requests: AtomicU64,
+    /// Member reads and writes the pollers' io_uring rings issued on registered (fixed)
+    /// buffers, and on other memory (each such operation pins its pages).
+    pub ring_fixed_ops: AtomicU64,
+    /// See [`DataPathMetrics::ring_fixed_ops`].
+    pub ring_plain_ops: AtomicU64,
     /// Array writes (and reads that rebuild a missing chunk) parked on a poller because a
     /// stripe they need was held (each counted once, however often it was tried again).
     pub parked_writes: AtomicU64,
@@ -410,6 +415,22 @@ pub fn render_all(
         "raidline_storage_requests_total",
         &[("path", "workers")],
         load(&data_path.worker_requests),
+    );
+
+    w.family(
+        "raidline_ring_operations_total",
+        "counter",
+        "Member reads and writes issued on the pollers' io_uring rings, by buffer: registered (fixed) or plain (its pages pinned per operation).",
+    );
+    w.sample(
+        "raidline_ring_operations_total",
+        &[("buffer", "fixed")],
+        load(&data_path.ring_fixed_ops),
+    );
+    w.sample(
+        "raidline_ring_operations_total",
+        &[("buffer", "plain")],
+        load(&data_path.ring_plain_ops),
     );
 
     w.family(

@@ -313,6 +313,49 @@ fn array_writes_run_on_the_ring_and_park_on_busy_stripes() {
     assert_eq!(array.torn_writes(), 0);
 }
 
+/// Small host writes (their data in the command capsule, i.e. in the shared receive queue's
+/// buffers) and reads on the array: every member read and write the ring issues for them is
+/// on registered memory (the receive buffers, the pool, the array's scratch for old data and
+/// parity), none pins its pages per operation.
+#[test]
+fn small_writes_and_reads_use_only_fixed_buffers_on_the_ring() {
+    let (array, mut model, _net, target, mut c, ns) = filled_at_qd16("ring-fixed", 0xF1C5);
+    let blocks = (model.len() / 4096) as u64;
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let writes: Vec<(u64, u32, u64)> = (0..200u64)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % blocks, 1, 0xF000 + i)
+        })
+        .collect();
+    let before = array.stats();
+    write_in_waves(&mut c, &ns, &writes, &mut model);
+    let after = array.stats();
+    let small = (after.rmw - before.rmw) + (after.rcw - before.rcw);
+    assert!(small >= 150, "{small} of 200 writes read before writing");
+    let dp = &target.shared().data_path;
+    let fixed = dp.ring_fixed_ops.load(Ordering::Relaxed);
+    let plain = dp.ring_plain_ops.load(Ordering::Relaxed);
+    assert!(
+        fixed >= 4 * small,
+        "{fixed} fixed-buffer operations for {small} small writes"
+    );
+    assert_eq!(
+        plain, 0,
+        "{plain} operations on unregistered memory ({fixed} fixed)"
+    );
+    // Reads through the ring land in pool buffers: fixed too.
+    let all = read_whole(&mut c, &ns, model.len());
+    assert!(all == model, "the array differs from what was written");
+    assert_eq!(dp.ring_plain_ops.load(Ordering::Relaxed), 0);
+    assert!(dp.ring_fixed_ops.load(Ordering::Relaxed) > fixed);
+    c.shutdown().unwrap();
+    let errs = target.shutdown();
+    assert!(errs.is_empty(), "{errs:?}");
+}
+
 /// A sequential stream of 128 KiB writes, 16 in flight, on 4 members with 64 KiB chunks (192
 /// KiB stripes): no write covers a stripe alone, yet the poller gathers the writes in flight
 /// into whole stripes (no reads, parity from the new data). Everything reads back, parity is

@@ -716,26 +716,6 @@ impl Target {
                     waker.notifier(),
                 )?);
             }
-            let ring = match spec.io_path {
-                crate::config::IoPath::Workers => None,
-                crate::config::IoPath::Ring => match raidline_raid::OwnedRing::new(256) {
-                    Ok(mut r) => {
-                        if let Err(e) = r.register_arenas(&arenas) {
-                            tracing::warn!(
-                                "poller {id}: pool not registered with its io_uring ({e}); plain \
-                                 reads and writes"
-                            );
-                        }
-                        Some(r)
-                    }
-                    Err(e) => {
-                        tracing::warn!(
-                            "poller {id}: no io_uring ({e}); storage requests go to worker threads"
-                        );
-                        None
-                    }
-                },
-            };
             // One shared receive queue per poller for all its I/O queue pairs (SPDK's poll
             // groups, nvmet's use_srq), where the device offers one: receive memory then stays
             // the same however many hosts and queues connect.
@@ -774,6 +754,49 @@ impl Target {
                         }
                     }
                 }
+            };
+            // The ring's fixed buffers: the pool, the shared receive queue's in-capsule data
+            // buffers (a small write's data goes to the drives from there) and every running
+            // array's scratch (old data and parity): operations within them go out as
+            // READ_FIXED / WRITE_FIXED, with no page pinning per operation. Receive rings of
+            // queue pairs without a shared queue come and go with their queue pairs and are not
+            // registered (their data goes out as plain writes), nor is the scratch of an array
+            // assembled after start (`raidline array start`).
+            let mut fixed = arenas.clone();
+            if let Some((_, _, slots)) = &srq {
+                fixed.extend(
+                    slots
+                        .iter()
+                        .find_map(|s| s.icd.as_ref())
+                        .map(|b| b.arena().clone()),
+                );
+            }
+            fixed.extend(
+                shared
+                    .arrays
+                    .iter()
+                    .filter_map(|a| a.array())
+                    .map(|a| a.scratch_arena().clone()),
+            );
+            let ring = match spec.io_path {
+                crate::config::IoPath::Workers => None,
+                crate::config::IoPath::Ring => match raidline_raid::OwnedRing::new(256) {
+                    Ok(mut r) => {
+                        if let Err(e) = r.register_arenas(&fixed) {
+                            tracing::warn!(
+                                "poller {id}: pool, receive buffers and scratch not registered \
+                                 with its io_uring ({e}); plain reads and writes"
+                            );
+                        }
+                        Some(r)
+                    }
+                    Err(e) => {
+                        tracing::warn!(
+                            "poller {id}: no io_uring ({e}); storage requests go to worker threads"
+                        );
+                        None
+                    }
+                },
             };
             let srq_handle = srq
                 .as_ref()

@@ -121,6 +121,8 @@ pub(crate) struct Poller<F: Fabric> {
     /// The poller's own io_uring (`io_path = "ring"` where the kernel has one).
     ring: Option<OwnedRing>,
     ring_done: Vec<RingCompletion>,
+    /// The ring's (fixed, plain) operation counts already added to the data-path metrics.
+    ring_ops_seen: (u64, u64),
     /// Per request on the ring: what to hand the engine if it fails there (namespace, kind,
     /// first block, bytes).
     ring_redo: FxHashMap<u64, (usize, RequestKind, ArrayBlock, usize)>,
@@ -188,6 +190,7 @@ impl<F: Fabric> Poller<F> {
             pace: pace::PollerPacing::new(),
             ring: io.ring,
             ring_done: Vec::with_capacity(64),
+            ring_ops_seen: (0, 0),
             ring_redo: FxHashMap::default(),
             writes: writes::Writes::default(),
             srq: None,
@@ -401,6 +404,16 @@ impl<F: Fabric> Poller<F> {
         let mut out = std::mem::take(&mut self.ring_done);
         if let Err(e) = ring.pump(&mut out) {
             tracing::error!("poller {}: io_uring: {e}", self.id);
+        }
+        let (fixed, plain) = ring.op_counts();
+        let (seen_fixed, seen_plain) = self.ring_ops_seen;
+        if (fixed, plain) != self.ring_ops_seen {
+            let dp = &self.shared.data_path;
+            dp.ring_fixed_ops
+                .fetch_add(fixed - seen_fixed, std::sync::atomic::Ordering::Relaxed);
+            dp.ring_plain_ops
+                .fetch_add(plain - seen_plain, std::sync::atomic::Ordering::Relaxed);
+            self.ring_ops_seen = (fixed, plain);
         }
         let mut work = out.len();
         for c in out.drain(..) {
