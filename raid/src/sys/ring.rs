@@ -4,10 +4,13 @@
 //! completed: the calling thread waits. An [`OwnedRing`] never waits: a poller hands it
 //! [`RingRequest`]s (a buffer plus the member operations that fill or drain it), and every pass
 //! of its loop calls [`OwnedRing::pump`] once, which submits what was queued and reaps what
-//! completed in one `io_uring_enter` (none when there is nothing to submit: completions are
-//! read from the shared ring). A request comes back as one [`RingCompletion`] with its buffer
-//! when every operation of it completed. The ring's eventfd becomes readable at every
-//! completion, so an idle poller sleeps on it beside its RDMA completion channel.
+//! completed in one `io_uring_enter` (none when there is nothing to submit and no completion
+//! work pending: completions are read from the shared ring). A request comes back as one
+//! [`RingCompletion`] with its buffer when every operation of it completed. The ring's eventfd
+//! becomes readable when completions arrive, so an idle poller sleeps on it beside its RDMA
+//! completion channel. Where the kernel offers it, completions run as deferred task work, in a
+//! batch at the next pump, not as a signal to the owner's thread per completion
+//! ([`OwnedRing::new`]).
 //!
 //! **Flushes are shared** (group commit, as the RAID engine's flush gates do for blocking
 //! callers): a flush operation completes once a flush of its member that was handed to the
@@ -239,6 +242,10 @@ pub struct OwnedRing {
     plain_ops: u64,
     /// Reaped completions (kept to spare an allocation per pass).
     cqes: Vec<(u64, i32)>,
+    /// Completions run as deferred task work (see [`OwnedRing::new`]).
+    deferred: bool,
+    /// The ring was created disabled and has not been enabled by its owner thread yet.
+    disabled: bool,
     /// Shared flushes per member descriptor.
     flushes: HashMap<RawFd, SharedFlush>,
     /// Flush operations requested, and flushes issued to the kernel.
@@ -264,8 +271,27 @@ impl OwnedRing {
     /// A ring with `entries` submission slots, and an eventfd that becomes readable at each
     /// completion. Fails where the kernel offers no io_uring (the caller then keeps its
     /// worker threads).
+    ///
+    /// Where the kernel offers it (Linux 6.1+), the ring has one issuer and runs completions as
+    /// deferred task work (`IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN | TASKRUN_FLAG`): a
+    /// drive's completion interrupt only queues its work and flags it (and makes the eventfd
+    /// readable), and the work runs in a batch at the owner's next [`OwnedRing::pump`],
+    /// instead of each completion interrupting the owner's thread (a task-work signal) to
+    /// post its entry. The ring is created disabled and enabled by the first thread that
+    /// pumps it, which becomes its only issuer: create it anywhere, register buffers, then
+    /// hand it to the thread that drives it (and drops it). Elsewhere, a plain ring.
     pub fn new(entries: u32) -> std::io::Result<OwnedRing> {
-        let ring = IoUring::new(entries.max(8))?;
+        let entries = entries.max(8);
+        let (ring, deferred) = match IoUring::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .setup_taskrun_flag()
+            .setup_r_disabled()
+            .build(entries)
+        {
+            Ok(r) => (r, true),
+            Err(_) => (IoUring::new(entries)?, false),
+        };
         use nix::sys::eventfd::{EfdFlags, EventFd};
         let eventfd =
             EventFd::from_value_and_flags(0, EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)?;
@@ -283,9 +309,25 @@ impl OwnedRing {
             fixed_ops: 0,
             plain_ops: 0,
             cqes: Vec::with_capacity(64),
+            deferred,
+            disabled: deferred,
             flushes: HashMap::new(),
             flush_ops: (0, 0),
         })
+    }
+
+    /// Whether completions run as deferred task work (see [`OwnedRing::new`]).
+    pub fn deferred_completions(&self) -> bool {
+        self.deferred
+    }
+
+    /// Enables a ring created disabled; the calling thread becomes its only issuer.
+    fn enable(&mut self) -> std::io::Result<()> {
+        if self.disabled {
+            self.ring.submitter().register_enable_rings()?;
+            self.disabled = false;
+        }
+        Ok(())
     }
 
     /// Registers arenas as fixed buffers (replacing any earlier registration); operations
@@ -518,13 +560,17 @@ impl OwnedRing {
         }
     }
 
-    /// One pass: submits what is queued (one `io_uring_enter`, none when nothing is) and
-    /// reaps every completion that arrived; finished requests go to `out`. Never waits.
+    /// One pass: submits what is queued and runs the completions' deferred work (one
+    /// `io_uring_enter`, none when nothing is queued or pending), and reaps every completion
+    /// that arrived; finished requests go to `out`. Never waits.
     pub fn pump(&mut self, out: &mut Vec<RingCompletion>) -> std::io::Result<usize> {
+        self.enable()?;
         let mut finished = 0;
         for _ in 0..4 {
             self.fill();
-            if self.queued > 0 {
+            // Deferred completions wait for an enter with GETEVENTS, which `submit` adds while
+            // the kernel flags task work as pending.
+            if self.queued > 0 || (self.deferred && self.ring.submission().taskrun()) {
                 match self.ring.submit() {
                     Ok(n) => {
                         self.submitted += n;
@@ -742,6 +788,63 @@ mod tests {
             std::thread::yield_now();
         }
         out
+    }
+
+    /// A ring made on one thread (buffers registered there) and driven by another, as a
+    /// poller's is: the driving thread becomes its issuer, the eventfd turns readable when a
+    /// completion arrives, and the completion is reaped by the pump (with deferred task
+    /// work, only by the pump: nothing reaches the completion queue before it).
+    #[test]
+    fn a_ring_made_on_one_thread_is_driven_by_another() {
+        let Some((_s, m, mut r)) = rig("handoff") else {
+            return;
+        };
+        let mut bufs = BufferArena::with_buffers(1, 4096, 4096).unwrap();
+        r.register_arenas(&[bufs[0].arena().clone()]).unwrap();
+        let b = bufs.pop().unwrap();
+        let deferred = r.deferred_completions();
+        eprintln!("deferred completions: {deferred}");
+        std::thread::spawn(move || {
+            r.submit(RingRequest {
+                tag: 7,
+                buf: Some(b),
+                more: Vec::new(),
+                scratch: Vec::new(),
+                segs: vec![RingSeg {
+                    member: m.clone(),
+                    kind: RingOpKind::Write,
+                    offset: 4096,
+                    buf: RingBuf::Main,
+                    range: 0..4096,
+                }],
+            })
+            .unwrap();
+            let mut out = Vec::new();
+            r.pump(&mut out).unwrap();
+            let t0 = std::time::Instant::now();
+            while out.is_empty() {
+                if wait_readable(&r.event_fd()) {
+                    if deferred {
+                        assert_eq!(r.ring.completion().len(), 0, "posted before the pump");
+                    }
+                    r.clear_event();
+                    r.pump(&mut out).unwrap();
+                }
+                assert!(t0.elapsed().as_secs() < 10, "no completion: {r:?}");
+            }
+            assert_eq!(out.len(), 1);
+            assert!(out[0].result.is_ok(), "{:?}", out[0].result);
+            assert_eq!(r.op_counts(), (1, 0), "a write on registered memory");
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// Whether `fd` turns readable within 100 ms.
+    fn wait_readable(fd: &impl std::os::fd::AsFd) -> bool {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+        poll(&mut fds, PollTimeout::from(100u16)).unwrap_or(0) > 0
     }
 
     #[test]

@@ -782,11 +782,21 @@ impl Target {
                 crate::config::IoPath::Workers => None,
                 crate::config::IoPath::Ring => match raidline_raid::OwnedRing::new(256) {
                     Ok(mut r) => {
-                        if let Err(e) = r.register_arenas(&fixed) {
-                            tracing::warn!(
+                        match r.register_arenas(&fixed) {
+                            Ok(()) => tracing::info!(
+                                "poller {id}: io_uring with {} fixed-buffer regions, completions \
+                                 {}",
+                                fixed.len(),
+                                if r.deferred_completions() {
+                                    "run at the poller's pass (deferred task work)"
+                                } else {
+                                    "signalled to the poller"
+                                }
+                            ),
+                            Err(e) => tracing::warn!(
                                 "poller {id}: pool, receive buffers and scratch not registered \
                                  with its io_uring ({e}); plain reads and writes"
-                            );
+                            ),
                         }
                         Some(r)
                     }
