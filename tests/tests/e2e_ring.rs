@@ -356,6 +356,51 @@ fn small_writes_and_reads_use_only_fixed_buffers_on_the_ring() {
     assert!(errs.is_empty(), "{errs:?}");
 }
 
+/// Writes of more stripes than the blocking engine's round (4 KiB chunks on 4 members: 12 KiB
+/// stripes; 256 KiB host writes cover 22 or 23 of them), 16 in flight: each runs on the
+/// poller's ring as one task, none goes to a storage worker; everything reads back and
+/// parity is consistent.
+#[test]
+fn writes_of_many_stripes_run_on_the_ring() {
+    let cfg = raidline_raid::ArrayConfig {
+        chunk: raidline_raid::ChunkSize::new(4096).unwrap(),
+        assume_clean: true,
+        ..raidline_raid::ArrayConfig::default()
+    };
+    let array = Arc::new(
+        raidline_raid::Array::create(
+            file_members("ring-many-stripes", None),
+            vec![],
+            &cfg,
+            Arc::new(raidline_raid::CpuXor::detect()),
+        )
+        .unwrap(),
+    );
+    let mut model = fill(&array, 0x3A11);
+    let (_net, addr, target) = serve(&array);
+    let mut o = options(1);
+    o.io_depth = 16;
+    let mut c = raidline_initiator::Controller::connect(_net.device("host1"), addr, o).unwrap();
+    let ns = c.namespace(Nsid(1)).unwrap();
+    let stripe_blocks = 3u64;
+    let blocks = (model.len() / 4096) as u64;
+    // 64-block writes from odd starts, so that most begin and end inside a stripe.
+    let writes: Vec<(u64, u32, u64)> = (0..48u64)
+        .map(|i| ((i * 67 + 1) % (blocks - 64), 64, 0x7700 + i))
+        .collect();
+    assert!(64 / stripe_blocks as usize > raidline_raid::ROUND_STRIPES);
+    write_in_waves(&mut c, &ns, &writes, &mut model);
+    let dp = &target.shared().data_path;
+    assert_eq!(
+        dp.worker_requests.load(Ordering::Relaxed),
+        0,
+        "a write of many stripes went to a storage worker"
+    );
+    assert!(dp.ring_requests.load(Ordering::Relaxed) >= 48);
+    reads_back_consistent(&array, &model, target, c, &ns);
+    assert_eq!(array.torn_writes(), 0);
+}
+
 /// A sequential stream of 128 KiB writes, 16 in flight, on 4 members with 64 KiB chunks (192
 /// KiB stripes): no write covers a stripe alone, yet the poller gathers the writes in flight
 /// into whole stripes (no reads, parity from the new data). Everything reads back, parity is

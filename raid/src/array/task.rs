@@ -39,7 +39,8 @@
 //!   log-cover record due, and no torn write waiting for its redo;
 //! - the array must be marked dirty already: if not, `Busy`, and
 //!   [`Array::mark_dirty_if_wanted`] (the owner's background thread) writes the superblocks;
-//! - at most [`super::write::ROUND_STRIPES`] stripes.
+//! - at most [`TASK_STRIPES`] stripes (any host write), [`super::write::ROUND_STRIPES`] when
+//!   logged.
 //!
 //! Failures: the path never marks a member failed (that writes superblocks). A failed read
 //! (or bitmap write or flush: its bits then count as not durable until the blocking path
@@ -64,6 +65,13 @@ use super::bitmap::TryBegin;
 use super::ppl::{PplLayout, HEADER};
 use super::write::{old_rows, ChunkWrite, Mode, Plan, ROUND_STRIPES};
 use super::{Array, EngineBuf, Scratch, View};
+
+/// The most stripes one task writes: any host write (the target's transfer limit is at most
+/// 16 MiB) on the smallest stripes (3 members, 4 KiB chunks: 8 KiB of data), so that no
+/// write is left to a blocking thread for its size. The stripes are locked together, and
+/// whole stripes need only a parity chunk of scratch each. A logged write stays within
+/// [`ROUND_STRIPES`] (its log slots are taken together).
+pub const TASK_STRIPES: usize = 4096;
 
 /// What [`Array::start_write`] did.
 // By value on purpose: one per write, no allocation; it moves once, into the ring.
@@ -228,6 +236,13 @@ impl Array {
             self.locks.unlock(&ids);
             return WriteStart::Declined(buf, more);
         };
+        // A logged write takes the log slots of its stripes at once, as the blocking engine
+        // does per round: no more stripes than a round, so no two share a slot.
+        if layout.is_some() && ids.len() > ROUND_STRIPES {
+            self.inflight.leave(epoch);
+            self.locks.unlock(&ids);
+            return WriteStart::Declined(buf, more);
+        }
         // Slot locks after stripe locks, as the blocking engine takes them.
         let mut slot_keys: Vec<u64> = layout
             .iter()
@@ -356,7 +371,7 @@ impl Array {
             b.get(r.start - at..r.end - at)
         };
         let stripes = self.per_stripe(segs, slice)?;
-        (stripes.len() <= ROUND_STRIPES).then_some(stripes)
+        (stripes.len() <= TASK_STRIPES).then_some(stripes)
     }
 
     /// The reads of every plan (into scratch), as the synchronous engine's read phase: old
