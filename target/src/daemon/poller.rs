@@ -688,10 +688,14 @@ impl<F: Fabric> Poller<F> {
             remote: None,
             zeroed: false,
             paced_len: 0,
+            flush_nss: VecDeque::new(),
         };
         let req = match self.spare_reqs.pop() {
             Some(mut b) => {
+                let mut nss = std::mem::take(&mut b.flush_nss);
+                nss.clear();
                 *b = fresh;
+                b.flush_nss = nss;
                 b
             }
             None => Box::new(fresh),
@@ -1262,11 +1266,15 @@ impl<F: Fabric> Poller<F> {
                 self.fetch(q, req, data, len);
             }
             IoRequest::Flush { .. } => {
-                let nss: VecDeque<usize> = all.unwrap_or_else(|| ns.into_iter().collect());
-                if nss.is_empty() {
+                req.flush_nss.clear();
+                match all {
+                    Some(all) => req.flush_nss.extend(all),
+                    None => req.flush_nss.extend(ns),
+                }
+                if req.flush_nss.is_empty() {
                     return self.respond(q, req, Status::SUCCESS, 0);
                 }
-                req.step = Step::Flush { nss };
+                req.step = Step::Flush;
                 self.submit(q, req);
             }
             IoRequest::WriteZeroes { lba, blocks, .. } => {
@@ -1355,8 +1363,8 @@ impl<F: Fabric> Poller<F> {
                     },
                 )
             }
-            Step::Flush { nss } => {
-                let Some(ns) = nss.pop_front() else {
+            Step::Flush => {
+                let Some(ns) = req.flush_nss.pop_front() else {
                     return self.respond(q, req, Status::SUCCESS, 0);
                 };
                 (
@@ -1540,14 +1548,16 @@ impl<F: Fabric> Poller<F> {
                     if *fua {
                         let ns = *ns;
                         self.drop_data(&mut req);
-                        req.step = Step::Flush { nss: [ns].into() };
+                        req.flush_nss.clear();
+                        req.flush_nss.push_back(ns);
+                        req.step = Step::Flush;
                         self.submit(&mut q, req);
                     } else {
                         self.respond(&mut q, req, Status::SUCCESS, 0);
                     }
                 }
                 Step::Zero { pieces, .. } if !pieces.is_empty() => self.submit(&mut q, req),
-                Step::Flush { nss } if !nss.is_empty() => self.submit(&mut q, req),
+                Step::Flush if !req.flush_nss.is_empty() => self.submit(&mut q, req),
                 _ => self.respond(&mut q, req, Status::SUCCESS, 0),
             },
         }

@@ -78,8 +78,8 @@ pub(crate) enum Step {
         ns: usize,
         pieces: VecDeque<(u64, u64)>,
     },
-    /// Flush these namespaces one after another.
-    Flush { nss: VecDeque<usize> },
+    /// Flush the namespaces of [`Req::flush_nss`] one after another.
+    Flush,
     /// Nothing left but the response.
     Respond,
 }
@@ -112,6 +112,9 @@ pub(crate) struct Req {
     /// Bytes charged to the pacer when its RDMA READ or WRITE was posted (acknowledged back
     /// when that work request completes).
     pub paced_len: u64,
+    /// The namespaces a Flush (or a FUA write's flush) has still to flush, in order. Kept with
+    /// its capacity when the request's box serves the next command: no allocation per flush.
+    pub flush_nss: VecDeque<usize>,
 }
 
 impl Req {
