@@ -81,7 +81,7 @@ pub use member::{
     AlignedBuf, Fault, FaultHandle, FaultyMember, MemMember, Member, OpKind, PowerSwitch,
 };
 pub use parity::{CpuXor, ParityEngine, SimdLevel, XorJob};
-pub use queue::{Completion, RaidQueue, Request, RequestKind};
+pub use queue::{serve_request, Completion, RaidQueue, Request, RequestKind};
 pub use superblock::Uuid;
 pub use sys::buf::{BufferArena, IoBuf};
 pub use sys::ring::{OwnedRing, RingBuf, RingCompletion, RingOpKind, RingRequest, RingSeg};

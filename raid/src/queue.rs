@@ -127,7 +127,7 @@ impl RaidQueue {
                     loop {
                         let next = jobs_rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
                         let Ok(req) = next else { return };
-                        let done = serve(&array, &mut exec, req);
+                        let done = serve_request(&array, &mut exec, req);
                         if done_tx.send(done).is_err() {
                             return;
                         }
@@ -184,7 +184,13 @@ impl Drop for RaidQueue {
     }
 }
 
-fn serve<E: Executor + ?Sized>(array: &Array, exec: &mut E, mut req: Request) -> Completion {
+/// Runs one request through the blocking engine with `exec`, on the calling thread (a
+/// worker's, or whichever thread serves requests a poller hands back).
+pub fn serve_request<E: Executor + ?Sized>(
+    array: &Array,
+    exec: &mut E,
+    mut req: Request,
+) -> Completion {
     let result = match (req.kind, req.buf.as_mut()) {
         (RequestKind::Flush, _) => array.flush(),
         (_, None) => Err(RaidError::BufferSize {

@@ -133,7 +133,10 @@ pub struct DataPathMetrics {
     pub payload_bytes_copied: AtomicU64,
     /// Storage requests served on a poller's own io_uring (no thread hop).
     pub ring_requests: AtomicU64,
-    /// Storage requests handed to storage worker threads.
+    /// Storage requests the blocking engine ran off the poller: on storage worker threads
+    /// (`io_path = "workers"`, or arrays without a member the ring can serve), else on the
+    /// array's maintenance thread (what the ring path hands back: redos after a member
+    /// error, writes while a torn write waits for its redo, writes while draining).
     pub worker_requests: AtomicU64,
     /// Member reads and writes the pollers' io_uring rings issued on registered (fixed)
     /// buffers, and on other memory (each such operation pins its pages).
@@ -404,7 +407,7 @@ pub fn render_all(
     w.family(
         "raidline_storage_requests_total",
         "counter",
-        "Storage requests by where they ran: the poller's own io_uring, or worker threads.",
+        "Storage requests by where they ran: the poller's own io_uring, or the blocking engine off the poller (storage worker threads, or with the ring the array's maintenance thread).",
     );
     w.sample(
         "raidline_storage_requests_total",
@@ -1145,9 +1148,10 @@ mod tests {
     fn an_empty_target_renders_valid_text() {
         let text = render_all(&[], &DataPathMetrics::default(), &Snapshot::default());
         let samples = check_exposition(&text);
-        // The payload-copy counter, the storage requests by path (ring, workers), the parked
-        // and the gathered writes, the authentication outcomes (3), and the receive memory.
-        assert_eq!(samples.len(), 9);
+        // The payload-copy counter, the storage requests by path (ring, workers), the ring's
+        // operations by buffer (fixed, plain), the parked and the gathered writes, the
+        // authentication outcomes (3), and the receive memory.
+        assert_eq!(samples.len(), 11);
         assert!(text.contains("# TYPE raidline_qp_rtt_seconds gauge\n"));
     }
 

@@ -3,10 +3,10 @@
 //! One member of the array hands out a directory as its descriptor for direct I/O, so every
 //! io_uring read on it fails (EISDIR) while nothing else about it is wrong. A host read of a
 //! block on that member goes to the poller's ring (the member has a descriptor, the block
-//! needs no reconstruction), fails there, and is redone by the engine on a storage worker,
-//! which fails the member (its io_uring executor uses the same descriptor) and reconstructs
-//! the block from the others: the host gets its data, the array runs degraded, and both paths
-//! are counted.
+//! needs no reconstruction), fails there, and is redone by the blocking engine on the array's
+//! maintenance thread (no storage worker thread starts), which fails the member (its io_uring
+//! executor uses the same descriptor) and reconstructs the block from the others: the host
+//! gets its data, the array runs degraded, and both paths are counted.
 
 mod common;
 
@@ -92,12 +92,26 @@ fn a_read_failing_on_the_ring_is_redone_by_the_engine_and_fails_the_member() {
     let dp = &target.shared().data_path;
     assert!(dp.ring_requests.load(Ordering::Relaxed) >= 1);
     assert!(dp.worker_requests.load(Ordering::Relaxed) >= 1);
+    assert_eq!(
+        storage_worker_threads(),
+        0,
+        "the redo ran on a storage worker, not on the array's maintenance thread"
+    );
     // The whole array still reads back (degraded: the missing member's blocks rebuilt).
     let all = read_whole(&mut c, &ns, cap);
     assert!(all == data, "the degraded array differs");
     c.shutdown().unwrap();
     let errs = target.shutdown();
     assert!(errs.is_empty(), "{errs:?}");
+}
+
+/// Threads of this process named as the blocking engine's storage workers.
+fn storage_worker_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with("raid-worker"))
+        .count()
 }
 
 /// A degraded array (one member set faulty) read whole by the host: every chunk on the
@@ -501,6 +515,11 @@ fn a_write_failing_on_the_ring_is_redone_by_the_engine_and_fails_the_member() {
     let dp = &target.shared().data_path;
     assert!(dp.ring_requests.load(Ordering::Relaxed) >= 1);
     assert!(dp.worker_requests.load(Ordering::Relaxed) >= 1);
+    assert_eq!(
+        storage_worker_threads(),
+        0,
+        "the redo ran on a storage worker, not on the array's maintenance thread"
+    );
     let all = read_whole(&mut c, &ns, cap);
     assert!(all == model, "the degraded array differs");
     c.shutdown().unwrap();

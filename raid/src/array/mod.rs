@@ -841,6 +841,15 @@ impl Array {
         }
     }
 
+    /// Whether any present member offers a descriptor for direct I/O, which a poller's own
+    /// io_uring needs to serve the array's I/O on it ([`Array::start_write`] with
+    /// `need_fds`); in-memory members, for instance, do not.
+    pub fn has_direct_io_member(&self) -> bool {
+        let st = self.read_state();
+        Self::view_of(&st)
+            .is_ok_and(|v| v.members.iter().flatten().any(|m| m.direct_fd().is_some()))
+    }
+
     /// Marks the array dirty on disk if a completion-driven write asked for it (it cannot
     /// write superblocks itself: [`WriteStart::Busy`] until this ran). For the owner's
     /// background thread (the daemon's maintenance thread calls it at every pass). Returns

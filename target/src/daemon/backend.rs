@@ -207,9 +207,54 @@ pub(crate) fn try_direct(
     }
 }
 
+/// A request the blocking engine runs for a poller on the array's maintenance thread (see
+/// [`NsQueue::Maint`]), with where its completion goes.
+pub(crate) struct MaintJob {
+    pub req: Request,
+    pub done: Sender<Completion>,
+    pub notify: Arc<dyn Fn() + Send + Sync>,
+}
+
+impl MaintJob {
+    /// Runs the request through the blocking engine on the calling thread and hands the
+    /// completion back to its poller (gone pollers drop it).
+    pub(crate) fn serve<E: Executor + ?Sized>(self, array: &Array, exec: &mut E) {
+        let done = raidline_raid::serve_request(array, exec, self.req);
+        if self.done.send(done).is_ok() {
+            (self.notify)();
+        }
+    }
+}
+
+/// A poller's queue to an array it serves on its own ring: what the ring path hands back
+/// (a redo after a member error, which marks the member failed; a write while a torn write
+/// waits for its redo or a log-cover record is due; what comes while the poller drains) goes
+/// to the array's maintenance thread, which runs it through the blocking engine and sends
+/// the completion back. No storage worker thread.
+pub(crate) struct MaintQueue {
+    jobs: Sender<MaintJob>,
+    done_tx: Sender<Completion>,
+    done_rx: Receiver<Completion>,
+    notify: Arc<dyn Fn() + Send + Sync>,
+}
+
+impl MaintQueue {
+    pub(crate) fn new(jobs: Sender<MaintJob>, notify: Arc<dyn Fn() + Send + Sync>) -> MaintQueue {
+        let (done_tx, done_rx) = channel();
+        MaintQueue {
+            jobs,
+            done_tx,
+            done_rx,
+            notify,
+        }
+    }
+}
+
 /// A poller's queue to one namespace's storage.
 pub(crate) enum NsQueue {
     Array(RaidQueue),
+    /// An array served on the poller's ring: the rest on its maintenance thread.
+    Maint(MaintQueue),
     File(FileQueue),
     /// Completions of a null namespace, ready at the next poll.
     Null(Vec<Completion>),
@@ -237,12 +282,27 @@ impl NsQueue {
     /// A poller's queue to `backend`, served by up to `workers` worker threads, started with
     /// the first request handed to them; `arenas` are the poller's pool arenas (registered
     /// with each worker's io_uring as fixed buffers).
+    ///
+    /// `maint`: the array's maintenance thread's job queue, for a poller that serves the
+    /// array on its own ring ([`NsQueue::Maint`]: no worker threads then).
     pub(crate) fn start(
         backend: &Backend,
         workers: usize,
         arenas: Vec<Arc<BufferArena>>,
         notify: Arc<dyn Fn() + Send + Sync>,
+        maint: Option<Sender<MaintJob>>,
     ) -> std::io::Result<NsQueue> {
+        // Only where the ring serves the array: without a member that offers a descriptor for
+        // direct I/O (in-memory ones), every request is the blocking engine's, on the workers.
+        match (backend, maint) {
+            (Backend::Array(a), Some(jobs)) if a.has_direct_io_member() => {
+                return Ok(NsQueue::Maint(MaintQueue::new(jobs, notify)));
+            }
+            (Backend::Pending(_), Some(jobs)) => {
+                return Ok(NsQueue::Maint(MaintQueue::new(jobs, notify)));
+            }
+            _ => {}
+        }
         match backend {
             Backend::Array(a) => Ok(NsQueue::Pending(PendingQueue {
                 array: Some(a.clone()),
@@ -303,6 +363,14 @@ impl NsQueue {
             // Namespace Not Ready.
             NsQueue::Pending(_) => Err(req),
             NsQueue::Array(q) => q.submit(req),
+            NsQueue::Maint(q) => q
+                .jobs
+                .send(MaintJob {
+                    req,
+                    done: q.done_tx.clone(),
+                    notify: q.notify.clone(),
+                })
+                .map_err(|e| e.0.req),
             NsQueue::File(q) => q.submit(req),
             NsQueue::Null(done) => {
                 done.push(Completion {
@@ -319,6 +387,11 @@ impl NsQueue {
         match self {
             NsQueue::Pending(_) => 0,
             NsQueue::Array(q) => q.poll(out),
+            NsQueue::Maint(q) => {
+                let n0 = out.len();
+                out.extend(q.done_rx.try_iter());
+                out.len() - n0
+            }
             NsQueue::File(q) => q.poll(out),
             NsQueue::Null(done) => {
                 let n = done.len();

@@ -87,6 +87,11 @@ pub struct ArrayEntry {
     pub state_file: Option<std::path::PathBuf>,
     /// How often its write-intent bitmap is aged.
     pub bitmap_aging: Duration,
+    /// Requests the pollers' ring path hands back, for the maintenance thread's blocking
+    /// engine ([`backend::NsQueue::Maint`]).
+    pub(crate) jobs: std::sync::mpsc::Sender<backend::MaintJob>,
+    /// Their receiving end, taken by the maintenance thread when it starts.
+    pub(crate) jobs_rx: Mutex<Option<std::sync::mpsc::Receiver<backend::MaintJob>>>,
 }
 
 impl ArrayEntry {
@@ -606,7 +611,10 @@ impl Target {
             subsystems.push(sub);
         }
         let entry = |name: String, slot, refused, config, rate| {
+            let (jobs, jobs_rx) = std::sync::mpsc::channel();
             Arc::new(ArrayEntry {
+                jobs,
+                jobs_rx: Mutex::new(Some(jobs_rx)),
                 state_file: spec
                     .state_dir
                     .as_deref()
@@ -707,15 +715,6 @@ impl Target {
                 }
             }
             let waker = backend::Waker::new()?;
-            let mut nsq = Vec::new();
-            for n in &shared.namespaces {
-                nsq.push(backend::NsQueue::start(
-                    &n.backend,
-                    spec.workers_per_namespace,
-                    arenas.clone(),
-                    waker.notifier(),
-                )?);
-            }
             // One shared receive queue per poller for all its I/O queue pairs (SPDK's poll
             // groups, nvmet's use_srq), where the device offers one: receive memory then stays
             // the same however many hosts and queues connect.
@@ -808,6 +807,23 @@ impl Target {
                     }
                 },
             };
+            // With the ring, an array namespace's queue hands what the ring path gives back
+            // to the array's maintenance thread: no storage worker threads.
+            let mut nsq = Vec::new();
+            for n in &shared.namespaces {
+                let maint = ring.as_ref().and_then(|_| {
+                    let name = n.array.as_deref()?;
+                    let a = shared.arrays.iter().find(|a| a.name == name)?;
+                    Some(a.jobs.clone())
+                });
+                nsq.push(backend::NsQueue::start(
+                    &n.backend,
+                    spec.workers_per_namespace,
+                    arenas.clone(),
+                    waker.notifier(),
+                    maint,
+                )?);
+            }
             let srq_handle = srq
                 .as_ref()
                 .map(|(q, _, _)| raidline_fabric::SharedReceiveQueue::handle(q));
@@ -946,12 +962,41 @@ fn maintain(a: &ArrayEntry, shared: &Shared) {
     let mut scrubbing = false;
     let mut remembered = Vec::new();
     let mut aged = Instant::now();
+    let jobs = a.jobs_rx.lock().unwrap_or_else(|p| p.into_inner()).take();
+    // Waits up to `d` for requests the pollers' ring path hands back, and serves every one
+    // there is (a redo marks a failed member, so it comes before the background steps).
+    let serve_jobs = |exec: &mut AnyExecutor, d: Duration| {
+        let Some(rx) = &jobs else {
+            std::thread::sleep(d);
+            return;
+        };
+        let first = match rx.recv_timeout(d) {
+            Ok(j) => j,
+            Err(_) => return,
+        };
+        for job in std::iter::once(first).chain(rx.try_iter()) {
+            match a.array() {
+                Some(array) => job.serve(array, exec),
+                None => {
+                    let done = raidline_raid::Completion {
+                        tag: job.req.tag,
+                        buf: job.req.buf,
+                        result: Err(raidline_raid::RaidError::State("the array is not running")),
+                    };
+                    if job.done.send(done).is_ok() {
+                        (job.notify)();
+                    }
+                }
+            }
+        }
+    };
     while !shared.stopping.load(Ordering::Acquire) {
         // A refused array has nothing to maintain until `raidline array start` assembles it.
         let Some(array) = a.array() else {
-            std::thread::sleep(Duration::from_millis(100));
+            serve_jobs(&mut exec, Duration::from_millis(100));
             continue;
         };
+        serve_jobs(&mut exec, Duration::ZERO);
         a.remember(&mut remembered);
         // A write on a poller's ring found the array clean: marking it dirty writes the
         // superblocks, which a poller must not wait for; the write is parked meanwhile.
@@ -1024,16 +1069,22 @@ fn maintain(a: &ArrayEntry, shared: &Shared) {
                 let bytes =
                     16 * (array.geometry().chunk_bytes() * array.geometry().members()) as u64;
                 let wait = throttle.account(bytes, Instant::now());
-                std::thread::sleep(wait);
+                serve_jobs(&mut exec, wait);
             }
-            Ok(false) => std::thread::sleep(Duration::from_millis(100)),
+            Ok(false) => serve_jobs(&mut exec, Duration::from_millis(100)),
             Err(e) => {
                 tracing::error!("array {}: background sync failed: {e}", a.name);
                 scrubbing = false;
                 *a.scrub.lock().unwrap_or_else(|e| e.into_inner()) = None;
-                std::thread::sleep(Duration::from_secs(1));
+                serve_jobs(&mut exec, Duration::from_secs(1));
             }
         }
     }
+    // Stopping: the pollers drain, and what they hand back meanwhile is still served here,
+    // until they are all gone.
+    while !shared.exit.load(Ordering::Acquire) {
+        serve_jobs(&mut exec, Duration::from_millis(10));
+    }
+    serve_jobs(&mut exec, Duration::ZERO);
     a.remember(&mut remembered);
 }

@@ -1451,9 +1451,9 @@ impl<F: Fabric> Poller<F> {
     }
 
     /// A request served on the poller's ring completed. A failed array request is redone by
-    /// the engine on the workers (it marks the member failed and reconstructs or goes on
-    /// without it; the poller must not write superblocks); a failed file operation is the
-    /// request's error.
+    /// the blocking engine off the poller, on the array's maintenance thread (it marks the
+    /// member failed and reconstructs or goes on without it; the poller must not write
+    /// superblocks); a failed file operation is the request's error.
     fn on_ring(&mut self, c: RingCompletion) {
         let Err(c) = self.on_write_task(c) else {
             return;

@@ -5,14 +5,15 @@
 //! A write whose stripe is held (by another write or by maintenance) is parked and tried
 //! again at every pass (a held log slot likewise); one the path declines (two holes in a
 //! stripe, a torn write waiting for its redo, a log-cover record due...) or hands back after
-//! a member error goes to the namespace's storage workers, whose
-//! synchronous engine may block and mark members failed. A torn write (a member write failed
-//! part-way) keeps the array in reconstruct-write mode until its redo on the workers returns.
+//! a member error goes to the blocking engine, which may block and mark members failed: on
+//! the array's maintenance thread (the namespace queue's [`super::super::backend::NsQueue::Maint`]),
+//! with no storage worker thread. A torn write (a member write failed part-way) keeps the
+//! array in reconstruct-write mode until its redo returns.
 //!
 //! Reads the direct path cannot take (a chunk on a missing member) run the same way as a
 //! [`raidline_raid::ReadTask`]: one batch of member reads, the missing chunks rebuilt when it
-//! completes; parked while a stripe they rebuild is held; redone by the workers after a
-//! member error.
+//! completes; parked while a stripe they rebuild is held; redone by the blocking engine after
+//! a member error.
 //!
 //! **Streams are gathered into whole stripes.** A write that ends inside a stripe, while the
 //! write that continues it is already here with its data on the way (an RDMA READ), is held
