@@ -216,10 +216,18 @@ pub(crate) struct MaintJob {
 }
 
 impl MaintJob {
-    /// Runs the request through the blocking engine on the calling thread and hands the
-    /// completion back to its poller (gone pollers drop it).
-    pub(crate) fn serve<E: Executor + ?Sized>(self, array: &Array, exec: &mut E) {
-        let done = raidline_raid::serve_request(array, exec, self.req);
+    /// Runs the request through the blocking engine on the calling thread (an error when the
+    /// array does not run) and hands the completion back to its poller (gone pollers drop
+    /// it).
+    pub(crate) fn serve<E: Executor + ?Sized>(self, array: Option<&Array>, exec: &mut E) {
+        let done = match array {
+            Some(array) => raidline_raid::serve_request(array, exec, self.req),
+            None => Completion {
+                tag: self.req.tag,
+                buf: self.req.buf,
+                result: Err(RaidError::State("the array is not running")),
+            },
+        };
         if self.done.send(done).is_ok() {
             (self.notify)();
         }
@@ -292,19 +300,18 @@ impl NsQueue {
         notify: Arc<dyn Fn() + Send + Sync>,
         maint: Option<Sender<MaintJob>>,
     ) -> std::io::Result<NsQueue> {
-        // Only where the ring serves the array: without a member that offers a descriptor for
-        // direct I/O (in-memory ones), every request is the blocking engine's, on the workers.
+        // The maintenance thread only where the ring serves the array: without a member that
+        // offers a descriptor for direct I/O (in-memory ones), every request is the blocking
+        // engine's, on the workers.
+        let maint = match backend {
+            Backend::Array(a) if !a.has_direct_io_member() => None,
+            _ => maint,
+        };
         match (backend, maint) {
-            (Backend::Array(a), Some(jobs)) if a.has_direct_io_member() => {
-                return Ok(NsQueue::Maint(MaintQueue::new(jobs, notify)));
+            (Backend::Array(_) | Backend::Pending(_), Some(jobs)) => {
+                Ok(NsQueue::Maint(MaintQueue::new(jobs, notify)))
             }
-            (Backend::Pending(_), Some(jobs)) => {
-                return Ok(NsQueue::Maint(MaintQueue::new(jobs, notify)));
-            }
-            _ => {}
-        }
-        match backend {
-            Backend::Array(a) => Ok(NsQueue::Pending(PendingQueue {
+            (Backend::Array(a), None) => Ok(NsQueue::Pending(PendingQueue {
                 array: Some(a.clone()),
                 slot: None,
                 workers,
@@ -312,9 +319,9 @@ impl NsQueue {
                 notify,
                 gave_up: false,
             })),
-            Backend::File(m) => Ok(NsQueue::File(FileQueue::new(m.clone(), workers, notify)?)),
-            Backend::Null(_) => Ok(NsQueue::Null(Vec::new())),
-            Backend::Pending(slot) => Ok(NsQueue::Pending(PendingQueue {
+            (Backend::File(m), _) => Ok(NsQueue::File(FileQueue::new(m.clone(), workers, notify)?)),
+            (Backend::Null(_), _) => Ok(NsQueue::Null(Vec::new())),
+            (Backend::Pending(slot), None) => Ok(NsQueue::Pending(PendingQueue {
                 array: None,
                 slot: Some(slot.clone()),
                 workers,

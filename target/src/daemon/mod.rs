@@ -975,19 +975,7 @@ fn maintain(a: &ArrayEntry, shared: &Shared) {
             Err(_) => return,
         };
         for job in std::iter::once(first).chain(rx.try_iter()) {
-            match a.array() {
-                Some(array) => job.serve(array, exec),
-                None => {
-                    let done = raidline_raid::Completion {
-                        tag: job.req.tag,
-                        buf: job.req.buf,
-                        result: Err(raidline_raid::RaidError::State("the array is not running")),
-                    };
-                    if job.done.send(done).is_ok() {
-                        (job.notify)();
-                    }
-                }
-            }
+            job.serve(a.array().map(|a| &**a), exec);
         }
     };
     while !shared.stopping.load(Ordering::Acquire) {
