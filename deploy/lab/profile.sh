@@ -4,6 +4,7 @@
 #
 #   deploy/lab/profile.sh [--job JOB] [--target raidline|kernel] [--io-path ring|workers]
 #                         [--cores N] [--runtime SECS] [--tool perf|strace|none] [--results DIR]
+#                         [--pin "FIO_CPUS TARGET_CPUS"]
 #
 # JOB: one of bench.sh's jobs (randread-4k, randwrite-4k, seqwrite-128k, seqread-128k,
 # fullstripe-192k; default randwrite-4k), on RAID-5 over 4 emulated drives (raidline's, or md
@@ -13,7 +14,8 @@
 # guest's CPU busy % over the job; for raidline, CPU time per thread from /proc (schedstat).
 # `--tool strace` counts raidline's system calls per thread instead (`strace -c -f`; it slows
 # the daemon, so its IOPS are not comparable): what each I/O costs in calls and wake-ups.
-# `--tool none` runs no profiler. Every run also reports, per block device, the operations
+# `--tool none` runs no profiler. `--pin "0 1"` runs fio on CPU 0 and raidline's threads on
+# CPU 1 (taskset). Every run also reports, per block device, the operations
 # over the job from /proc/diskstats (`disks.txt`): reads, writes and flushes per host I/O,
 # their mean latency and the mean number in flight (what the drives saw, whoever drove them).
 # Under TCG perf samples the guest's clock: read its shares as rough, and prefer the thread
@@ -24,12 +26,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 
 if [ "${LAB_ROLE:-}" = "" ]; then
-  job=randwrite-4k target=raidline io_path=ring cores=1 runtime=20 results="" tool=perf
+  job=randwrite-4k target=raidline io_path=ring cores=1 runtime=20 results="" tool=perf pin=""
   while [ $# -gt 0 ]; do
     [ $# -ge 2 ] || { echo "profile.sh: $1 needs a value" >&2; exit 2; }
     case "$1" in
       --job) job=$2 ;; --target) target=$2 ;; --io-path) io_path=$2 ;; --cores) cores=$2 ;;
-      --runtime) runtime=$2 ;; --results) results=$2 ;; --tool) tool=$2 ;;
+      --runtime) runtime=$2 ;; --results) results=$2 ;; --tool) tool=$2 ;; --pin) pin=$2 ;;
       *) echo "usage: profile.sh [--job JOB] [--target raidline|kernel] [--io-path ring|workers] [--cores N] [--runtime SECS] [--tool perf|strace|none] [--results DIR]" >&2; exit 2 ;;
     esac
     shift 2
@@ -38,7 +40,8 @@ if [ "${LAB_ROLE:-}" = "" ]; then
   cargo build --release --locked -p raidline-target --bin raidline
   args=(--drives 4 --drive-size 2G --mem 3072 --timeout $((runtime * 3 + 600))
         --env "PROF_JOB=$job" --env "PROF_TARGET=$target" --env "PROF_IO_PATH=$io_path"
-        --env "PROF_CORES=$cores" --env "FIO_RUNTIME=$runtime" --env "PROF_TOOL=$tool")
+        --env "PROF_CORES=$cores" --env "FIO_RUNTIME=$runtime" --env "PROF_TOOL=$tool"
+        --env "PROF_PIN=$pin")
   [ -z "$results" ] || args+=(--results "$results")
   exec "$here/run" "${args[@]}" -- "$here/profile.sh"
 fi
@@ -58,7 +61,7 @@ lab_nvme_timeouts 30
 lab_hostnqn
 lab_rxe_up eth0
 tool=${PROF_TOOL:-perf}
-[ "$tool" = none ] || command -v "$tool" > /dev/null || lab_fail "$tool is not installed on the host (apt-get install linux-perf strace)"
+[ "$tool" = none ] || command -v "${tool%-poller}" > /dev/null || lab_fail "$tool is not installed on the host (apt-get install linux-perf strace)"
 # Kernel symbols and call graphs of every process.
 echo -1 > /proc/sys/kernel/perf_event_paranoid
 echo 0 > /proc/sys/kernel/kptr_restrict
@@ -74,6 +77,9 @@ esac
 
 pid=""
 if [ "$target" = raidline ]; then
+  # The poller's own account of its time by phase, logged when it stops (a clock read per
+  # phase: negligible next to a pass's cost here).
+  export RAIDLINE_POLLER_PHASES=1
   "$LAB_DIR/raidline.sh" start --addr "$LAB_IP" --nqn "$nqn" --io-path "${PROF_IO_PATH:-ring}" \
     --cores "${PROF_CORES:-1}"
   pid=$(cat /run/raidline-lab.pid)
@@ -82,12 +88,19 @@ else
   "$LAB_DIR/ref-target.sh" start --addr "$LAB_IP" --nqn "$knqn"
   sub=$knqn
 fi
+# --pin "FIO_CPUS TARGET_CPUS": fio on the first set, raidline's threads on the second.
+fio_pin=()
+if [ -n "${PROF_PIN:-}" ]; then
+  read -r fio_cpus target_cpus <<< "$PROF_PIN"
+  fio_pin=(taskset -c "$fio_cpus")
+  [ -z "$pid" ] || taskset -a -p -c "$target_cpus" "$pid" > /dev/null
+fi
 nvme connect -t rdma -a "$LAB_IP" -s 4420 -n "$sub" > /dev/null || lab_fail "connect $sub"
 dev=$(lab_nvme_dev "$sub" 30)
 
 # Warm up: every bitmap region written once (raidline's first write to a region marks it).
 # shellcheck disable=SC2086
-fio --name=warm --filename="$dev" --ioengine=libaio --direct=1 --size=384m --time_based \
+"${fio_pin[@]}" fio --name=warm --filename="$dev" --ioengine=libaio --direct=1 --size=384m --time_based \
   --runtime=5 --randrepeat=0 $fio_args --eta=never > /dev/null || lab_fail "fio warm-up"
 
 # Per thread: id, name, CPU ns (schedstat), user and system ticks (stat fields 14 and 15).
@@ -98,12 +111,41 @@ threads_cpu() {
       "$(sed 's/.*) //' "$t/stat" | awk '{ print $12, $13 }')"
   done
 }
+# raidline's data-path counters (loop passes, sleeps, ring operations, where requests ran).
+metrics_snap() {
+  [ -n "$pid" ] || return 0
+  exec 3<>/dev/tcp/127.0.0.1/9420 || return 0
+  printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3
+  grep -E '^raidline_(poller_|ring_operations|storage_requests|gathered|parked|array_stripe_writes)' <&3 |
+    sed 's/ /\t/' | sort || true
+  exec 3<&-
+}
+# Per thread: voluntary and involuntary context switches.
+threads_switches() {
+  [ -n "$pid" ] || return 0
+  for t in /proc/"$pid"/task/*; do
+    printf '%s %s %s %s\n' "$(basename "$t")" "$(cat "$t/comm")" \
+      "$(awk '/^voluntary_ctxt_switches/ { print $2 }' "$t/status")" \
+      "$(awk '/^nonvoluntary_ctxt_switches/ { print $2 }' "$t/status")"
+  done 2> /dev/null | sort
+}
+# Every thread of the guest: id, name, CPU ns (schedstat), involuntary switches (what the
+# target's work costs wherever it runs: kworkers, softirq threads, fio, md).
+guest_threads() {
+  for t in /proc/[0-9]*/task/[0-9]*; do
+    printf '%s %s %s %s\n' "${t##*/}" "$(tr ' ' _ < "$t/comm")" "$(cut -d' ' -f1 "$t/schedstat")" \
+      "$(awk '/^nonvoluntary_ctxt_switches/ { print $2 }' "$t/status")"
+  done 2> /dev/null | sort
+}
+guest_threads > "$out/guest-before.txt"
 threads_cpu > "$out/threads-before.txt"
+threads_switches > "$out/switches-before.txt"
+metrics_snap > "$out/metrics-before.txt"
 cp /proc/diskstats "$out/diskstats-before.txt"
 a=$(head -n 1 /proc/stat)
 t0=$(date +%s%N)
 # shellcheck disable=SC2086
-fio --name="$job" --filename="$dev" --ioengine=libaio --direct=1 --size=384m --time_based \
+"${fio_pin[@]}" fio --name="$job" --filename="$dev" --ioengine=libaio --direct=1 --size=384m --time_based \
   --ramp_time=2 --runtime="$runtime" --randrepeat=0 $fio_args --eta=never \
   --output-format=json --output="$out/fio.json" &
 fio_pid=$!
@@ -113,6 +155,11 @@ if [ "$tool" = strace ]; then
   timeout -s INT $((runtime - 4)) strace -c -f -p "$pid" -o "$out/strace.txt" 2> /dev/null || true
 elif [ "$tool" = none ]; then
   :
+elif [ "$tool" = perf-poller ]; then
+  # Only raidline's first poller thread: its samples, not the idle loop's.
+  tid=$(grep -l '^poller-0$' /proc/"$pid"/task/*/comm | head -n 1 | cut -d/ -f5)
+  perf record -g -F 999 -t "$tid" -o "$out/perf.data" -- sleep $((runtime - 4)) 2> "$out/perf-record.log" ||
+    lab_fail "perf record"
 else
   perf record -a -g -F 499 -o "$out/perf.data" -- sleep $((runtime - 4)) 2> "$out/perf-record.log" ||
     lab_fail "perf record"
@@ -122,6 +169,9 @@ b=$(head -n 1 /proc/stat)
 t1=$(date +%s%N)
 cp /proc/diskstats "$out/diskstats-after.txt"
 threads_cpu > "$out/threads-after.txt"
+guest_threads > "$out/guest-after.txt"
+threads_switches > "$out/switches-after.txt"
+metrics_snap > "$out/metrics-after.txt"
 iops=$(jq -r '[.jobs[] | .read.iops, .write.iops] | add | floor' "$out/fio.json")
 ios_total=$(jq -r '[.jobs[] | .read.total_ios, .write.total_ios] | add' "$out/fio.json")
 # Per device over the whole fio run (ramp included, so per-I/O counts are slightly high):
@@ -156,6 +206,19 @@ if [ -n "$pid" ]; then
   cat "$out/threads.txt" >&2
 fi
 
+if [ -n "$pid" ]; then
+  echo "== context switches per I/O (voluntary, involuntary)" >&2
+  join <(sort "$out/switches-before.txt") <(sort "$out/switches-after.txt") |
+    awk -v ios="$ios_total" '{ v = $6 - $3; n = $7 - $4
+      if (v + n > 0) printf "%-8s %-16s %8.3f %8.3f\n", $1, $2, v / ios, n / ios }' >&2
+  echo "== metrics over the job (change, per I/O)" >&2
+  join -t "$(printf '\t')" "$out/metrics-before.txt" "$out/metrics-after.txt" |
+    awk -F '\t' -v ios="$ios_total" '{ d = $3 - $2; if (d != 0) printf "%-70s %14.3f %10.4f\n", $1, d, d / ios }' >&2
+fi
+echo "== the guest's busiest threads (CPU us per I/O, involuntary switches per I/O)" >&2
+join "$out/guest-before.txt" "$out/guest-after.txt" |
+  awk -v ios="$ios_total" '{ d = $6 - $3; if (d > 0 && $2 == $5) printf "%-8s %-20s %9.1f %7.3f\n", $1, $2, d / 1e3 / ios, ($7 - $4) / ios }' |
+  sort -k3 -n -r | head -n 20 >&2
 echo "== disks (per host I/O; latency; mean in flight)" >&2
 cat "$out/disks.txt" >&2
 if [ "$tool" = strace ]; then
@@ -168,14 +231,18 @@ report --sort comm > "$out/by-comm.txt"
 report --sort dso > "$out/by-dso.txt"
 report --sort sym -g none --percent-limit 0.5 > "$out/by-sym.txt"
 report --sort sym -g caller,0.5,callee --percent-limit 2 > "$out/callgraph.txt"
-for f in by-comm by-dso by-sym; do
+# TCG's sampling puts most samples in the idle loop: the same by thread and symbol without it.
+report --sort comm,sym -g none --percent-limit 0.2 | grep -v -e swapper -e '^#' -e '^$' > "$out/by-comm-sym.txt" || true
+for f in by-comm by-dso by-sym by-comm-sym; do
   echo "== $f" >&2
-  grep -v '^#' "$out/$f.txt" | grep -v '^$' | head -n 30 >&2
+  grep -v '^#' "$out/$f.txt" | grep -v '^$' | head -n 40 >&2
 done
 fi
 nvme disconnect -n "$sub" > /dev/null
 if [ "$target" = raidline ]; then
   "$LAB_DIR/raidline.sh" stop
+  # Warm-up and job together (the idle time before and after is sleep).
+  grep -h 'time by phase' "$LAB_RUN/raidline.log" | sed 's/; /;\n   /g' | tee "$out/phases.txt" >&2 || true
 else
   "$LAB_DIR/ref-target.sh" stop --nqn "$knqn"
 fi

@@ -143,6 +143,19 @@ pub struct DataPathMetrics {
     pub ring_fixed_ops: AtomicU64,
     /// See [`DataPathMetrics::ring_fixed_ops`].
     pub ring_plain_ops: AtomicU64,
+    /// Passes of the pollers' loops that found work, and passes that found none (the poller
+    /// then spun, napped or slept).
+    pub poller_work_passes: AtomicU64,
+    /// See [`DataPathMetrics::poller_work_passes`].
+    pub poller_empty_passes: AtomicU64,
+    /// Times a poller slept on its completion channel, waker and ring (armed, woken by an
+    /// event), and how long in all (nanoseconds).
+    pub poller_sleeps: AtomicU64,
+    /// See [`DataPathMetrics::poller_sleeps`].
+    pub poller_sleep_ns: AtomicU64,
+    /// Short naps of a poller (under a millisecond) while paced transfers, parked or held
+    /// writes were due soon.
+    pub poller_naps: AtomicU64,
     /// Array writes (and reads that rebuild a missing chunk) parked on a poller because a
     /// stripe they need was held (each counted once, however often it was tried again).
     pub parked_writes: AtomicU64,
@@ -418,6 +431,47 @@ pub fn render_all(
         "raidline_storage_requests_total",
         &[("path", "workers")],
         load(&data_path.worker_requests),
+    );
+
+    w.family(
+        "raidline_poller_passes_total",
+        "counter",
+        "Passes of the pollers' loops, by whether they found work.",
+    );
+    w.sample(
+        "raidline_poller_passes_total",
+        &[("result", "work")],
+        load(&data_path.poller_work_passes),
+    );
+    w.sample(
+        "raidline_poller_passes_total",
+        &[("result", "empty")],
+        load(&data_path.poller_empty_passes),
+    );
+    w.family(
+        "raidline_poller_sleeps_total",
+        "counter",
+        "Times a poller slept, by how: on its completion channel, waker and ring until an event (wait), or a nap under a millisecond while something was due soon (nap).",
+    );
+    w.sample(
+        "raidline_poller_sleeps_total",
+        &[("how", "wait")],
+        load(&data_path.poller_sleeps),
+    );
+    w.sample(
+        "raidline_poller_sleeps_total",
+        &[("how", "nap")],
+        load(&data_path.poller_naps),
+    );
+    w.family(
+        "raidline_poller_sleep_seconds_total",
+        "counter",
+        "Time the pollers slept waiting for an event.",
+    );
+    w.sample(
+        "raidline_poller_sleep_seconds_total",
+        &[],
+        Value::Float(data_path.poller_sleep_ns.load(Ordering::Relaxed) as f64 / 1e9),
     );
 
     w.family(

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use raidline_fabric::slab::{Chain, SrqEndpoint, WrKind};
 use raidline_fabric::sys_poll::wait_ready;
+use phases::Phase;
 use raidline_fabric::{
     Completion as Wc, CompletionQueue, ConnId, Fabric, Payload, RemoteBuf, SendOp, SendWr, Sge,
     WcStatus, WrId,
@@ -38,6 +39,7 @@ use raidline_raid::{
 
 mod auth;
 mod pace;
+mod phases;
 mod table;
 mod writes;
 
@@ -86,6 +88,42 @@ const IDLE_WAIT: Duration = Duration::from_millis(100);
 /// How soon an idle poller polls again while its CQ holds completions back
 /// ([`CompletionQueue::holds_completions`]).
 const HELD_POLL: Duration = Duration::from_micros(50);
+
+/// Passes between two additions of a busy poller's loop counts to the metrics.
+const PASSES_PUBLISHED: u64 = 4096;
+
+/// What a poller's loop did since it last added to the data-path metrics.
+#[derive(Default)]
+struct PassCounts {
+    work: u64,
+    empty: u64,
+    sleeps: u64,
+    sleep_ns: u64,
+    naps: u64,
+}
+
+impl PassCounts {
+    fn count(&mut self, work: bool, to: &crate::metrics::DataPathMetrics) {
+        if work {
+            self.work += 1;
+        } else {
+            self.empty += 1;
+        }
+        if self.work + self.empty >= PASSES_PUBLISHED {
+            self.publish(to);
+        }
+    }
+
+    fn publish(&mut self, to: &crate::metrics::DataPathMetrics) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let PassCounts { work, empty, sleeps, sleep_ns, naps } = std::mem::take(self);
+        to.poller_work_passes.fetch_add(work, Relaxed);
+        to.poller_empty_passes.fetch_add(empty, Relaxed);
+        to.poller_sleeps.fetch_add(sleeps, Relaxed);
+        to.poller_sleep_ns.fetch_add(sleep_ns, Relaxed);
+        to.poller_naps.fetch_add(naps, Relaxed);
+    }
+}
 /// Host-to-controller admin data we accept (Set Features payloads are tiny).
 const MAX_ADMIN_IN: u32 = 8192;
 
@@ -128,6 +166,11 @@ pub(crate) struct Poller<F: Fabric> {
     ring_redo: FxHashMap<u64, (usize, RequestKind, ArrayBlock, usize)>,
     /// Array writes on the ring (the engine's completion-driven path) and parked ones.
     writes: writes::Writes,
+    /// The loop's own counts, added to the data-path metrics before each sleep and every
+    /// [`PASSES_PUBLISHED`] passes (no shared atomic per pass).
+    passes: PassCounts,
+    /// Where the poller's time goes (`RAIDLINE_POLLER_PHASES=1`; see [`phases`]).
+    phases: phases::Phases,
     srq: Option<SharedRecv<F>>,
     /// When draining started, and whether a long drain was reported.
     draining_since: Option<Instant>,
@@ -193,6 +236,8 @@ impl<F: Fabric> Poller<F> {
             ring_ops_seen: (0, 0),
             ring_redo: FxHashMap::default(),
             writes: writes::Writes::default(),
+            passes: PassCounts::default(),
+            phases: phases::Phases::from_env(),
             srq: None,
             draining_since: None,
             drain_reported: false,
@@ -228,8 +273,11 @@ impl<F: Fabric> Poller<F> {
         loop {
             self.pass_clock = None;
             let mut work = self.intake();
+            self.phases.mark(Phase::Intake);
             wcs.clear();
-            match self.cq.poll(&mut wcs, 64) {
+            let polled = self.cq.poll(&mut wcs, 64);
+            self.phases.mark(Phase::CqPoll);
+            match polled {
                 Ok(n) => work += n,
                 Err(e) => {
                     tracing::error!("poller {}: completion queue failed: {e}", self.id);
@@ -241,6 +289,7 @@ impl<F: Fabric> Poller<F> {
             for wc in wcs.drain(..) {
                 self.on_wc(wc);
             }
+            self.phases.mark(Phase::OnWc);
             work += self.poll_storage(&mut done);
             work += self.events();
             work += self.serve_buf_waiters();
@@ -249,6 +298,7 @@ impl<F: Fabric> Poller<F> {
             if self.draining {
                 self.drain_watch();
             }
+            self.phases.mark(Phase::Other);
             if self.draining && self.queues.is_empty() && self.inflight.is_empty() {
                 let lent = self.pool.in_use();
                 if lent > 0 {
@@ -257,8 +307,12 @@ impl<F: Fabric> Poller<F> {
                         self.id
                     );
                 }
+                if let Some(line) = self.phases.report() {
+                    tracing::info!("poller {}: time by phase: {line}", self.id);
+                }
                 return;
             }
+            self.passes.count(work > 0, &self.shared.data_path);
             if work > 0 {
                 // The end of the pass, read afresh: the pass's clock is as old as its first
                 // use, and the idle poller spins for a while after the last work.
@@ -297,12 +351,17 @@ impl<F: Fabric> Poller<F> {
             if d < Duration::from_micros(20) {
                 std::hint::spin_loop();
             } else {
+                self.passes.naps += 1;
                 std::thread::sleep(d.min(Duration::from_micros(50)));
             }
+            self.phases.mark(Phase::Spin);
             return;
         }
         match self.mode {
-            PollMode::Busy => std::hint::spin_loop(),
+            PollMode::Busy => {
+                std::hint::spin_loop();
+                self.phases.mark(Phase::Spin);
+            }
             PollMode::Adaptive | PollMode::Event => {
                 // Spin briefly for the next command only when no storage work is pending: while
                 // the storage workers run, the CPU is theirs and their completions wake us.
@@ -314,6 +373,7 @@ impl<F: Fabric> Poller<F> {
                 };
                 if last_work.elapsed() < spin {
                     std::hint::spin_loop();
+                    self.phases.mark(Phase::Spin);
                     return;
                 }
                 self.publish_idle();
@@ -337,17 +397,24 @@ impl<F: Fabric> Poller<F> {
                 work += self.poll_storage(&mut Vec::new());
                 if work > 0 {
                     self.waker.awake();
+                    self.phases.mark(Phase::Arm);
                     return;
                 }
                 // Storage completions and control messages come through the waker, admin
                 // events too (Shared::wake_pollers); paced work wakes at its due time.
                 let wait = due.map_or(IDLE_WAIT, |d| d.min(IDLE_WAIT));
+                self.passes.publish(&self.shared.data_path);
+                self.phases.mark(Phase::Arm);
+                let asleep = Instant::now();
                 let ready = match self.ring.as_ref().map(|r| r.event_fd()) {
                     Some(ring_fd) => {
                         wait_ready(&[&self.cq, &self.waker, &ring_fd], wait).unwrap_or(0b111)
                     }
                     None => wait_ready(&[&self.cq, &self.waker], wait).unwrap_or(0b11),
                 };
+                self.passes.sleeps += 1;
+                self.passes.sleep_ns += asleep.elapsed().as_nanos() as u64;
+                self.phases.mark(Phase::Sleep);
                 self.waker.awake();
                 // Only what became readable is read: each read is a system call.
                 if ready & 1 != 0 {
@@ -361,6 +428,7 @@ impl<F: Fabric> Poller<F> {
                         r.clear_event();
                     }
                 }
+                self.phases.mark(Phase::Wake);
             }
         }
     }
@@ -390,8 +458,10 @@ impl<F: Fabric> Poller<F> {
                 self.on_storage(c);
             }
         }
+        self.phases.mark(Phase::NsQueues);
         self.hold_responses = false;
         self.flush_responses();
+        self.phases.mark(Phase::Responses);
         work
     }
 
@@ -402,7 +472,9 @@ impl<F: Fabric> Poller<F> {
             return 0;
         };
         let mut out = std::mem::take(&mut self.ring_done);
-        if let Err(e) = ring.pump(&mut out) {
+        let pumped = ring.pump(&mut out);
+        self.phases.mark(Phase::RingPump);
+        if let Err(e) = pumped {
             tracing::error!("poller {}: io_uring: {e}", self.id);
         }
         let (fixed, plain) = ring.op_counts();
@@ -421,7 +493,9 @@ impl<F: Fabric> Poller<F> {
         }
         self.ring_done = out;
         work += self.retry_parked();
-        work + self.start_held()
+        work += self.start_held();
+        self.phases.mark(Phase::OnRing);
+        work
     }
 
     /// Posts the responses held during [`Self::poll_storage`]: per queue, in the order they
