@@ -84,7 +84,9 @@ pub use parity::{CpuXor, ParityEngine, SimdLevel, XorJob};
 pub use queue::{serve_request, Completion, RaidQueue, Request, RequestKind};
 pub use superblock::Uuid;
 pub use sys::buf::{BufferArena, IoBuf};
-pub use sys::ring::{OwnedRing, RingBuf, RingCompletion, RingOpKind, RingRequest, RingSeg};
+pub use sys::ring::{
+    OwnedRing, RingBuf, RingCompletion, RingOpKind, RingRequest, RingScratch, RingSeg, RingSegs,
+};
 pub use sys::uring::{FileMember, UringExecutor};
 
 /// Most members an array may have (the superblock's member table size).

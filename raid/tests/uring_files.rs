@@ -607,7 +607,7 @@ fn direct_reads_on_an_owned_ring_match_the_engine() {
             })
             .collect();
         ring.submit(raidline_raid::RingRequest {
-            scratch: Vec::new(),
+            scratch: Default::default(),
             more: Vec::new(),
             tag: at,
             buf: buf.take(),

@@ -32,6 +32,7 @@ pub mod sync;
 pub mod task;
 pub mod write;
 
+use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -327,12 +328,16 @@ pub(crate) struct Replacing {
 /// A request's snapshot of which members are usable.
 #[derive(Debug, Clone)]
 pub(crate) struct View {
-    pub members: Vec<Option<Arc<dyn Member>>>,
-    pub states: Vec<SlotState>,
+    /// Inline for arrays of up to [`INLINE_MEMBERS`] members (a view is taken per request).
+    pub members: SmallVec<[Option<Arc<dyn Member>>; INLINE_MEMBERS]>,
+    pub states: SmallVec<[SlotState; INLINE_MEMBERS]>,
     pub rebuild: Option<(usize, u64)>,
     /// Hot replace: role, new member, first stripe not yet copied.
     pub replacement: Option<(usize, Arc<dyn Member>, u64)>,
 }
+
+/// Members of an array whose per-request lists stay off the heap.
+pub(crate) const INLINE_MEMBERS: usize = 8;
 
 impl View {
     /// The member that a write to `role` in `stripe` must also reach: the hot-replace

@@ -25,7 +25,9 @@ use std::sync::Arc;
 use crate::geometry::{ArrayBlock, Segment};
 use crate::member::Member;
 use crate::sys::buf::IoBuf;
-use crate::sys::ring::{RingBuf, RingCompletion, RingOpKind, RingRequest, RingSeg};
+use crate::sys::ring::{
+    RingBuf, RingCompletion, RingOpKind, RingRequest, RingScratch, RingSeg, RingSegs,
+};
 
 use super::{Array, EngineBuf, Scratch, View};
 
@@ -113,7 +115,7 @@ impl Array {
             .and_then(|view| self.read_batch(&view, &segs, need_fds, &mut task, &mut scratch));
         let Some(segs) = planned else {
             self.give_scratch(scratch);
-            self.end_read(&mut task, Vec::new());
+            self.end_read(&mut task, RingScratch::new());
             return ReadStart::Declined(buf);
         };
         let req = RingRequest {
@@ -138,7 +140,7 @@ impl Array {
         need_fds: bool,
         task: &mut ReadTask,
         scratch: &mut Vec<Scratch>,
-    ) -> Option<Vec<RingSeg>> {
+    ) -> Option<RingSegs> {
         let bs = self.geo.block_bytes();
         let n = self.geo.members();
         let reader = |role: usize, stripe| {
@@ -153,7 +155,7 @@ impl Array {
             buf,
             range,
         };
-        let mut ops = Vec::with_capacity(segs.len());
+        let mut ops = RingSegs::with_capacity(segs.len());
         let mut at = 0;
         for seg in segs {
             let range = at..at + seg.blocks as usize * bs;
@@ -182,7 +184,7 @@ impl Array {
     }
 
     /// Releases what a read task holds: its stripes and scratch.
-    fn end_read(&self, task: &mut ReadTask, scratch: Vec<EngineBuf>) {
+    fn end_read(&self, task: &mut ReadTask, scratch: RingScratch) {
         if std::mem::replace(&mut task.ended, true) {
             return;
         }

@@ -55,16 +55,20 @@ use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::geometry::{ArrayBlock, StripeIdx};
 use crate::member::Member;
 use crate::superblock::SlotState;
 use crate::sys::buf::IoBuf;
-use crate::sys::ring::{RingBuf, RingCompletion, RingOpKind, RingRequest, RingSeg};
+use crate::sys::ring::{
+    RingBuf, RingCompletion, RingOpKind, RingRequest, RingScratch, RingSeg, RingSegs,
+};
 
 use super::bitmap::TryBegin;
 use super::ppl::{PplLayout, HEADER};
-use super::write::{old_rows, ChunkWrite, Mode, Plan, ROUND_STRIPES};
-use super::{Array, EngineBuf, Scratch, View};
+use super::write::{old_rows, Mode, PerStripe, Plan, ROUND_STRIPES};
+use super::{Array, EngineBuf, Scratch, View, INLINE_MEMBERS};
 
 /// The most stripes one task writes: any host write (the target's transfer limit is at most
 /// 16 MiB) on the smallest stripes (3 members, 4 KiB chunks: 8 KiB of data), so that no
@@ -92,6 +96,9 @@ pub enum WriteStart {
 
 /// What a [`WriteTask`] wants after a completion.
 #[derive(Debug)]
+// The request is held inline (its operations and scratch too, for small writes): moved once
+// per phase rather than boxed, which would be an allocation per command.
+#[allow(clippy::large_enum_variant)]
 pub enum WriteNext {
     /// Submit this request next (same tag).
     Submit(RingRequest),
@@ -110,6 +117,10 @@ pub enum WriteNext {
         torn: bool,
     },
 }
+
+/// A task's scratch between its requests, by index (inline up to four: old data and parity of
+/// a small write).
+type TaskScratch = SmallVec<[Option<Scratch>; 4]>;
 
 /// The caller's buffers of one task: the first request's, then those gathered with it.
 type Bufs = (IoBuf, Vec<IoBuf>);
@@ -145,12 +156,12 @@ struct TaskWrite {
 #[derive(Debug)]
 struct TaskPlan {
     stripe: StripeIdx,
-    writes: Vec<TaskWrite>,
+    writes: SmallVec<[TaskWrite; 2]>,
     lo: u64,
     hi: u64,
     mode: Mode,
     full: bool,
-    old: Vec<Option<u16>>,
+    old: SmallVec<[Option<u16>; INLINE_MEMBERS]>,
     parity: Option<u16>,
     /// The log entry's buffer (scratch index), and the missing role's data index.
     log: Option<(u16, Option<usize>)>,
@@ -164,12 +175,13 @@ struct TaskPlan {
 #[derive(Debug)]
 pub struct WriteTask {
     tag: u64,
-    stripes: Vec<u64>,
+    /// Inline up to 4 stripes (a small write has one or two).
+    stripes: SmallVec<[u64; 4]>,
     first: u64,
     last: u64,
     epoch: u64,
     view: View,
-    plans: Vec<TaskPlan>,
+    plans: SmallVec<[TaskPlan; 2]>,
     phase: Phase,
     /// Bits this task set are being made durable (the write waits for them).
     bitmap_pending: bool,
@@ -212,8 +224,9 @@ impl Array {
         let Some(stripes) = self.task_stripes(start, (&buf, len), &more, &lens) else {
             return WriteStart::Declined(buf, more);
         };
-        let ids: Vec<u64> = stripes.iter().map(|(s, _)| s.0).collect();
+        let ids: SmallVec<[u64; 4]> = stripes.iter().map(|(s, _)| s.0).collect();
         if !self.locks.try_lock(&ids) {
+            drop(stripes);
             return WriteStart::Busy(buf, more);
         }
         let (first, last) = (ids[0], ids[ids.len() - 1]);
@@ -234,6 +247,7 @@ impl Array {
         };
         let Some((view, force_rcw, missing, layout, epoch)) = entered else {
             self.locks.unlock(&ids);
+            drop(stripes);
             return WriteStart::Declined(buf, more);
         };
         // A logged write takes the log slots of its stripes at once, as the blocking engine
@@ -241,6 +255,7 @@ impl Array {
         if layout.is_some() && ids.len() > ROUND_STRIPES {
             self.inflight.leave(epoch);
             self.locks.unlock(&ids);
+            drop(stripes);
             return WriteStart::Declined(buf, more);
         }
         // Slot locks after stripe locks, as the blocking engine takes them.
@@ -253,6 +268,7 @@ impl Array {
         if !self.ppl_locks.try_lock(&slot_keys) {
             self.inflight.leave(epoch);
             self.locks.unlock(&ids);
+            drop(stripes);
             return WriteStart::Busy(buf, more);
         }
         let fds_ok = || {
@@ -272,6 +288,7 @@ impl Array {
                 self.inflight.leave(epoch);
                 self.ppl_locks.unlock(&slot_keys);
                 self.locks.unlock(&ids);
+                drop(stripes);
                 return match bitmap {
                     TryBegin::Busy => WriteStart::Busy(buf, more),
                     _ => WriteStart::Declined(buf, more),
@@ -285,7 +302,7 @@ impl Array {
             last,
             epoch,
             view,
-            plans: Vec::with_capacity(stripes.len()),
+            plans: SmallVec::with_capacity(stripes.len()),
             phase: Phase::Reads,
             bitmap_pending: !images.is_empty(),
             requests: 1 + more.len(),
@@ -294,23 +311,28 @@ impl Array {
             gate_flushes: Vec::new(),
             ended: false,
         };
-        let mut scratch: Vec<Option<Scratch>> = Vec::new();
-        let bases: Vec<(usize, usize)> = std::iter::once(&buf)
+        let mut scratch = TaskScratch::new();
+        let bases: SmallVec<[(usize, usize); 4]> = std::iter::once(&buf)
             .chain(&more)
             .map(|b| (b.as_ptr() as usize, b.len()))
             .collect();
+        let mut planned = true;
         for (stripe, writes) in &stripes {
             let log = layout.map(|l| self.log_want(&l, missing, *stripe));
-            let plan = match self.plan(&task.view, *stripe, writes, force_rcw, log) {
-                Ok(p) => p,
+            match self.plan(&task.view, *stripe, writes, force_rcw, log) {
+                Ok(plan) => task.plans.push(TaskPlan::keep(plan, &bases, &mut scratch)),
                 Err(_) => {
-                    self.end_task(&mut task, scratch);
-                    return WriteStart::Declined(buf, more);
+                    planned = false;
+                    break;
                 }
-            };
-            task.plans.push(TaskPlan::keep(plan, &bases, &mut scratch));
+            }
         }
+        // The plans hold the buffers by index now: the borrows of `buf` and `more` end here.
         drop(stripes);
+        if !planned {
+            self.end_task(&mut task, scratch);
+            return WriteStart::Declined(buf, more);
+        }
         let mut reads = self.read_segs(&task);
         // The bitmap blocks go out with the reads (a read needs no bit); the writes wait
         // until they are flushed on every member.
@@ -343,10 +365,10 @@ impl Array {
         first: (&'d IoBuf, usize),
         more: &'d [IoBuf],
         lens: &[usize],
-    ) -> Option<Vec<(StripeIdx, Vec<ChunkWrite<'d>>)>> {
+    ) -> Option<PerStripe<'d>> {
         let bs = self.geo.block_bytes();
         // Each buffer's bytes, with where it starts in the request.
-        let mut pieces: Vec<(usize, &'d [u8])> = Vec::with_capacity(1 + more.len());
+        let mut pieces: SmallVec<[(usize, &'d [u8]); 4]> = SmallVec::new();
         let mut len = 0;
         for (b, n) in std::iter::once(first).chain(more.iter().zip(lens.iter().copied())) {
             if n == 0 || !n.is_multiple_of(bs) {
@@ -377,9 +399,9 @@ impl Array {
     /// The reads of every plan (into scratch), as the synchronous engine's read phase: old
     /// parity for read-modify-write and reconstruct-write, the old rows each mode needs
     /// (never the missing chunk's: it is rebuilt from the others).
-    fn read_segs(&self, task: &WriteTask) -> Vec<RingSeg> {
+    fn read_segs(&self, task: &WriteTask) -> RingSegs {
         let bs = self.geo.block_bytes();
-        let mut segs = Vec::new();
+        let mut segs = RingSegs::new();
         for p in &task.plans {
             let base = self.geo.stripe_member_block(p.stripe).0;
             let (lo, hi) = (p.lo, p.hi);
@@ -435,11 +457,12 @@ impl Array {
         &self,
         task: &mut WriteTask,
         (buf, more): Bufs,
-        mut scratch: Vec<Option<Scratch>>,
+        mut scratch: TaskScratch,
     ) -> Result<RingRequest, Bufs> {
         let computed = {
-            let bufs: Vec<&[u8]> = std::iter::once(&buf).chain(&more).map(|b| &b[..]).collect();
-            let mut plans: Vec<Plan<'_>> = task
+            let bufs: SmallVec<[&[u8]; 4]> =
+                std::iter::once(&buf).chain(&more).map(|b| &b[..]).collect();
+            let mut plans: SmallVec<[Plan<'_>; 2]> = task
                 .plans
                 .iter()
                 .map(|p| p.lend(&bufs, &mut scratch, self.geo.block_bytes()))
@@ -482,11 +505,11 @@ impl Array {
         &self,
         task: &mut WriteTask,
         (buf, more): Bufs,
-        scratch: Vec<Option<Scratch>>,
+        scratch: TaskScratch,
     ) -> RingRequest {
         let bs = self.geo.block_bytes();
         let cb = self.geo.chunk_bytes() as u64;
-        let mut segs = Vec::new();
+        let mut segs = RingSegs::new();
         if let Some(layout) = task.layout {
             for p in task.plans.iter().filter(|p| p.logged) {
                 let (Some((i, f)), Some(m)) = (p.log, p.parity_member(self, &task.view)) else {
@@ -519,10 +542,10 @@ impl Array {
         &self,
         task: &mut WriteTask,
         (buf, more): Bufs,
-        scratch: Vec<Option<Scratch>>,
+        scratch: TaskScratch,
     ) -> RingRequest {
         let bs = self.geo.block_bytes();
-        let mut segs = Vec::new();
+        let mut segs = RingSegs::new();
         let view = &task.view;
         for p in &task.plans {
             let base = self.geo.stripe_member_block(p.stripe).0;
@@ -561,7 +584,7 @@ impl Array {
 
     /// Releases what a task holds: stripes, log slots, bitmap regions, its epoch
     /// registration, scratch (log buffers to their own pool).
-    fn end_task(&self, task: &mut WriteTask, scratch: Vec<Option<Scratch>>) {
+    fn end_task(&self, task: &mut WriteTask, scratch: TaskScratch) {
         if std::mem::replace(&mut task.ended, true) {
             return;
         }
@@ -614,7 +637,7 @@ impl WriteTask {
 
     /// Feeds the completion of the request the task handed out last.
     pub fn complete(&mut self, array: &Array, c: RingCompletion) -> WriteNext {
-        let scratch: Vec<Option<Scratch>> = c.scratch.into_iter().map(|b| Some(b.0)).collect();
+        let scratch: TaskScratch = c.scratch.into_iter().map(|b| Some(b.0)).collect();
         let Some(buf) = c.buf else {
             // Not a request of this task (its requests always carry the buffer).
             array.end_task(self, scratch);
@@ -756,7 +779,7 @@ impl WriteTask {
         phase: Phase,
         roles: Vec<usize>,
         bufs: Bufs,
-        scratch: Vec<Option<Scratch>>,
+        scratch: TaskScratch,
     ) -> RingRequest {
         let mut members = Vec::with_capacity(roles.len());
         for role in roles {
@@ -798,7 +821,7 @@ impl WriteTask {
         &self,
         members: Vec<Arc<dyn Member>>,
         bufs: Bufs,
-        scratch: Vec<Option<Scratch>>,
+        scratch: TaskScratch,
     ) -> RingRequest {
         let segs = members
             .into_iter()
@@ -814,12 +837,7 @@ impl WriteTask {
     }
 
     /// The task's next request: `segs` over the caller's buffers and the task's scratch.
-    fn request(
-        &self,
-        segs: Vec<RingSeg>,
-        (buf, more): Bufs,
-        scratch: Vec<Option<Scratch>>,
-    ) -> RingRequest {
+    fn request(&self, segs: RingSegs, (buf, more): Bufs, scratch: TaskScratch) -> RingRequest {
         RingRequest {
             tag: self.tag,
             buf: Some(buf),
@@ -864,7 +882,7 @@ impl TaskPlan {
     /// Keeps a plan's layout, its scratch moved to `scratch` (by index); data by buffer and
     /// offset, from the caller's buffers' `(address, length)` (the first, then the gathered
     /// ones).
-    fn keep(p: Plan<'_>, bases: &[(usize, usize)], scratch: &mut Vec<Option<Scratch>>) -> TaskPlan {
+    fn keep(p: Plan<'_>, bases: &[(usize, usize)], scratch: &mut TaskScratch) -> TaskPlan {
         let mut put = |b: Option<Scratch>| {
             b.map(|b| {
                 scratch.push(Some(b));
@@ -939,7 +957,7 @@ impl TaskPlan {
             writes: self
                 .writes
                 .iter()
-                .map(|w| ChunkWrite {
+                .map(|w| super::write::ChunkWrite {
                     data_index: w.data_index,
                     start: w.start,
                     end: w.end,
@@ -980,7 +998,7 @@ impl TaskPlan {
 
 /// The scratch of a task, lent to a ring request. Every slot is filled between phases
 /// (the plans hold indices into it).
-fn lend(scratch: Vec<Option<Scratch>>) -> Vec<EngineBuf> {
+fn lend(scratch: TaskScratch) -> RingScratch {
     debug_assert!(scratch.iter().all(Option::is_some));
     scratch.into_iter().flatten().map(EngineBuf).collect()
 }

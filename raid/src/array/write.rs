@@ -40,7 +40,15 @@ use crate::superblock::{crc32c, SlotState};
 
 use super::flush::Ticket;
 use super::ppl::{Entry, PplLayout, HEADER};
-use super::{Array, View};
+use super::{Array, View, INLINE_MEMBERS};
+
+use smallvec::{smallvec, SmallVec};
+
+/// One stripe's chunk writes of a request (inline: a small write touches one or two).
+pub(super) type StripeWrites<'d> = SmallVec<[ChunkWrite<'d>; 2]>;
+
+/// A request's chunk writes per stripe, in order (inline up to two stripes).
+pub(super) type PerStripe<'d> = SmallVec<[(StripeIdx, StripeWrites<'d>); 2]>;
 
 /// Stripes per lock/read/write round.
 pub const ROUND_STRIPES: usize = 8;
@@ -70,13 +78,13 @@ pub(super) enum Mode {
 #[derive(Debug)]
 pub(super) struct Plan<'d> {
     pub stripe: StripeIdx,
-    pub writes: Vec<ChunkWrite<'d>>,
+    pub writes: StripeWrites<'d>,
     pub lo: u64,
     pub hi: u64,
     pub mode: Mode,
     pub full: bool,
     /// Old rows `[lo, hi)` per data index (only those the mode reads or rebuilds).
-    pub old: Vec<Option<super::Scratch>>,
+    pub old: SmallVec<[Option<super::Scratch>; INLINE_MEMBERS]>,
     pub parity: Option<super::Scratch>,
     /// Log buffer (4 KiB header, then the partial parity over `[lo, hi)`), and the missing
     /// role's data index in this stripe, when this stripe's write is logged (degraded,
@@ -131,9 +139,9 @@ impl Array {
         &self,
         segs: impl IntoIterator<Item = crate::geometry::Segment>,
         data: impl Fn(std::ops::Range<usize>) -> Option<&'d [u8]>,
-    ) -> Option<Vec<(StripeIdx, Vec<ChunkWrite<'d>>)>> {
+    ) -> Option<PerStripe<'d>> {
         let bs = self.geo.block_bytes();
-        let mut stripes: Vec<(StripeIdx, Vec<ChunkWrite<'d>>)> = Vec::with_capacity(2);
+        let mut stripes: PerStripe<'d> = SmallVec::new();
         for seg in segs {
             let off = seg.request_offset as usize * bs;
             let cw = ChunkWrite {
@@ -144,7 +152,7 @@ impl Array {
             };
             match stripes.last_mut() {
                 Some((s, v)) if *s == seg.at.stripe => v.push(cw),
-                _ => stripes.push((seg.at.stripe, vec![cw])),
+                _ => stripes.push((seg.at.stripe, smallvec![cw])),
             }
         }
         Some(stripes)
@@ -187,7 +195,7 @@ impl Array {
     fn write_round<E: Executor + ?Sized>(
         &self,
         exec: &mut E,
-        round: &[(StripeIdx, Vec<ChunkWrite<'_>>)],
+        round: &[(StripeIdx, StripeWrites<'_>)],
     ) -> Result<(), RaidError> {
         let (first, last) = match (round.first(), round.last()) {
             (Some(f), Some(l)) => (f.0 .0, l.0 .0),
@@ -207,7 +215,7 @@ impl Array {
     fn write_round_locked<E: Executor + ?Sized>(
         &self,
         exec: &mut E,
-        round: &[(StripeIdx, Vec<ChunkWrite<'_>>)],
+        round: &[(StripeIdx, StripeWrites<'_>)],
     ) -> Result<(), RaidError> {
         let force_rcw = self.read_state().resync.is_some() || self.torn.load(Ordering::SeqCst) > 0;
         // Every epoch this request wrote under stays registered until it returns: a failed
@@ -553,7 +561,7 @@ impl Array {
         let written: u64 = writes.iter().map(|w| w.end - w.start).sum();
         let full = lo == 0 && hi == cb && written == dm as u64 * cb;
         let pm = geo.parity_member(stripe).0;
-        let missing: Vec<usize> = (0..geo.members())
+        let missing: SmallVec<[usize; 2]> = (0..geo.members())
             .filter(|&r| !view.usable(r, stripe))
             .collect();
         let mode = match missing.as_slice() {
@@ -615,7 +623,7 @@ impl Array {
             .map(|(f, _)| (self.take_log_scratch(), f));
         Ok(Plan {
             stripe,
-            writes: writes.to_vec(),
+            writes: writes.iter().cloned().collect(),
             lo,
             hi,
             mode,
@@ -726,7 +734,7 @@ impl Array {
             p.old[failed] = Some(missing);
         }
         // Breakpoints: every interval between them has one source per chunk.
-        let mut cuts: Vec<u64> = vec![lo, hi];
+        let mut cuts: SmallVec<[u64; 8]> = smallvec![lo, hi];
         for w in &p.writes {
             cuts.push(w.start);
             cuts.push(w.end);
@@ -734,11 +742,11 @@ impl Array {
         cuts.sort_unstable();
         cuts.dedup();
         let rmw = p.mode == Mode::Rmw;
-        let mut srcs: Vec<&[u8]> = Vec::with_capacity(2 * self.geo.data_members());
+        let mut srcs: SmallVec<[&[u8]; 2 * INLINE_MEMBERS]> = SmallVec::new();
         if let Some((pp, _)) = p.log.as_mut() {
             // Partial parity per interval: XOR of the chunks the write does not modify.
             // RMW: old parity ^ old modified chunks; otherwise the old unmodified chunks.
-            let mut srcs: Vec<&[u8]> = Vec::with_capacity(self.geo.data_members() + 1);
+            let mut srcs: SmallVec<[&[u8]; INLINE_MEMBERS]> = SmallVec::new();
             for pair in cuts.windows(2) {
                 let (x, y) = (pair[0], pair[1]);
                 srcs.clear();

@@ -41,6 +41,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 
 use io_uring::{opcode, squeue, types, IoUring};
+use smallvec::SmallVec;
 
 use super::buf::{BufferArena, IoBuf};
 use crate::array::EngineBuf;
@@ -96,6 +97,13 @@ impl std::fmt::Debug for RingSeg {
     }
 }
 
+/// A request's operations (inline up to four: a small write's reads, or its data and parity
+/// writes, need no allocation).
+pub type RingSegs = SmallVec<[RingSeg; 4]>;
+
+/// A request's engine scratch buffers (inline up to four).
+pub type RingScratch = SmallVec<[EngineBuf; 4]>;
+
 /// A buffer and the member operations on it, completed as one.
 #[derive(Debug)]
 pub struct RingRequest {
@@ -106,10 +114,10 @@ pub struct RingRequest {
     /// Further caller buffers ([`RingBuf::More`]; empty, with no allocation, for most).
     pub more: Vec<IoBuf>,
     /// The RAID engine's scratch buffers (old data, parity) its operations use too.
-    pub scratch: Vec<EngineBuf>,
+    pub scratch: RingScratch,
     /// The operations (they may run in any order and in parallel; their ranges must not
     /// overlap where one reads).
-    pub segs: Vec<RingSeg>,
+    pub segs: RingSegs,
 }
 
 impl RingRequest {
@@ -181,9 +189,9 @@ pub struct RingCompletion {
     /// Its further buffers, back.
     pub more: Vec<IoBuf>,
     /// Its scratch buffers, back.
-    pub scratch: Vec<EngineBuf>,
+    pub scratch: RingScratch,
     /// Its operations, for the caller's bookkeeping (which member failed).
-    pub segs: Vec<RingSeg>,
+    pub segs: RingSegs,
     /// The first failure: the operation's index and the error.
     pub result: Result<(), (usize, MemberError)>,
 }
@@ -197,7 +205,7 @@ struct SegState {
 
 struct Flight {
     req: RingRequest,
-    segs: Vec<SegState>,
+    segs: SmallVec<[SegState; 4]>,
     /// Operations not completed yet.
     left: usize,
     error: Option<(usize, MemberError)>,
@@ -405,7 +413,7 @@ impl OwnedRing {
             let e = MemberError::Unsupported("a request of no operations or too many");
             return Err((req, e));
         }
-        let mut states = Vec::with_capacity(req.segs.len());
+        let mut states = SmallVec::with_capacity(req.segs.len());
         for seg in &req.segs {
             let (base, buf_len) = {
                 let b = req.bytes(seg.buf);
@@ -809,8 +817,8 @@ mod tests {
                 tag: 7,
                 buf: Some(b),
                 more: Vec::new(),
-                scratch: Vec::new(),
-                segs: vec![RingSeg {
+                scratch: RingScratch::new(),
+                segs: smallvec::smallvec![RingSeg {
                     member: m.clone(),
                     kind: RingOpKind::Write,
                     offset: 4096,
@@ -856,8 +864,8 @@ mod tests {
             tag,
             buf: None,
             more: Vec::new(),
-            scratch: Vec::new(),
-            segs: vec![RingSeg {
+            scratch: RingScratch::new(),
+            segs: smallvec::smallvec![RingSeg {
                 member: m.clone(),
                 kind: RingOpKind::Flush,
                 offset: 0,
@@ -907,7 +915,7 @@ mod tests {
                 })
                 .collect();
             r.submit(RingRequest {
-                scratch: Vec::new(),
+                scratch: RingScratch::new(),
                 more: Vec::new(),
                 tag: t,
                 buf: Some(b),
@@ -935,7 +943,7 @@ mod tests {
             })
             .collect();
         r.submit(RingRequest {
-            scratch: Vec::new(),
+            scratch: RingScratch::new(),
             more: Vec::new(),
             tag: 99,
             buf: Some(b),
@@ -952,11 +960,11 @@ mod tests {
             }
         }
         r.submit(RingRequest {
-            scratch: Vec::new(),
+            scratch: RingScratch::new(),
             more: Vec::new(),
             tag: 7,
             buf: None,
-            segs: vec![RingSeg {
+            segs: smallvec::smallvec![RingSeg {
                 buf: RingBuf::Main,
                 member: m.clone(),
                 kind: RingOpKind::Flush,
@@ -987,25 +995,25 @@ mod tests {
         };
         // Misaligned range, range past the buffer, past the member's end: handed back.
         let mut req = RingRequest {
-            scratch: Vec::new(),
+            scratch: RingScratch::new(),
             more: Vec::new(),
             tag: 1,
             buf: Some(b),
-            segs: vec![seg(0, 512..4096)],
+            segs: smallvec::smallvec![seg(0, 512..4096)],
         };
         for bad in [
             seg(0, 512..4096),
             seg(0, 4096..12288),
             seg(1 << 20, 0..4096),
         ] {
-            req.segs = vec![bad];
+            req.segs = smallvec::smallvec![bad];
             let (back, _) = r.submit(req).unwrap_err();
             req = back;
         }
         assert_eq!(r.in_flight(), 0);
         // A member without a descriptor.
         let mem: Arc<dyn Member> = Arc::new(crate::member::MemMember::new("mem", 1 << 20));
-        req.segs = vec![RingSeg {
+        req.segs = smallvec::smallvec![RingSeg {
             buf: RingBuf::Main,
             member: mem,
             kind: RingOpKind::Read,
@@ -1026,11 +1034,11 @@ mod tests {
         for t in 0..8u64 {
             let b = bufs.pop().unwrap();
             r.submit(RingRequest {
-                scratch: Vec::new(),
+                scratch: RingScratch::new(),
                 more: Vec::new(),
                 tag: t,
                 buf: Some(b),
-                segs: vec![RingSeg {
+                segs: smallvec::smallvec![RingSeg {
                     buf: RingBuf::Main,
                     member: m.clone(),
                     kind: RingOpKind::Write,

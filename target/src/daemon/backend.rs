@@ -22,8 +22,8 @@ use std::thread::JoinHandle;
 use super::ArraySlot;
 use raidline_raid::{
     Array, BufferArena, Completion, Executor, FileMember, Member, MemberError, MemberOp, OwnedRing,
-    RaidError, RaidQueue, Request, RequestKind, RingBuf, RingOpKind, RingRequest, RingSeg,
-    SyncExecutor, UringExecutor,
+    RaidError, RaidQueue, Request, RequestKind, RingBuf, RingOpKind, RingRequest, RingScratch,
+    RingSeg, RingSegs, SyncExecutor, UringExecutor,
 };
 
 /// What stores a namespace.
@@ -134,15 +134,16 @@ pub(crate) fn try_direct(
         Backend::Pending(slot) => slot.get(),
         Backend::File(_) | Backend::Null(_) => None,
     };
-    let segs = match (backend, req.kind) {
-        (Backend::File(m), RequestKind::Flush) => vec![RingSeg {
+    let segs: RingSegs = match (backend, req.kind) {
+        (Backend::File(m), RequestKind::Flush) => std::iter::once(RingSeg {
             buf: RingBuf::Main,
             member: m.clone(),
             kind: RingOpKind::Flush,
             offset: 0,
             range: 0..0,
-        }],
-        (Backend::File(m), kind) if buf_ok(&req) => vec![RingSeg {
+        })
+        .collect(),
+        (Backend::File(m), kind) if buf_ok(&req) => std::iter::once(RingSeg {
             buf: RingBuf::Main,
             member: m.clone(),
             kind: if kind == RequestKind::Read {
@@ -152,7 +153,8 @@ pub(crate) fn try_direct(
             },
             offset: req.lba.0 * 4096,
             range: 0..req.len,
-        }],
+        })
+        .collect(),
         (_, RequestKind::Flush) => {
             let Some(a) = array else { return Err(req) };
             match a.flush_targets() {
@@ -192,7 +194,7 @@ pub(crate) fn try_direct(
         _ => return Err(req),
     };
     let direct = RingRequest {
-        scratch: Vec::new(),
+        scratch: RingScratch::new(),
         more: Vec::new(),
         tag: req.tag,
         buf: req.buf.take(),

@@ -23,9 +23,9 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use phases::Phase;
 use raidline_fabric::slab::{Chain, SrqEndpoint, WrKind};
 use raidline_fabric::sys_poll::wait_ready;
-use phases::Phase;
 use raidline_fabric::{
     Completion as Wc, CompletionQueue, ConnId, Fabric, Payload, RemoteBuf, SendOp, SendWr, Sge,
     WcStatus, WrId,
@@ -116,7 +116,13 @@ impl PassCounts {
 
     fn publish(&mut self, to: &crate::metrics::DataPathMetrics) {
         use std::sync::atomic::Ordering::Relaxed;
-        let PassCounts { work, empty, sleeps, sleep_ns, naps } = std::mem::take(self);
+        let PassCounts {
+            work,
+            empty,
+            sleeps,
+            sleep_ns,
+            naps,
+        } = std::mem::take(self);
         to.poller_work_passes.fetch_add(work, Relaxed);
         to.poller_empty_passes.fetch_add(empty, Relaxed);
         to.poller_sleeps.fetch_add(sleeps, Relaxed);

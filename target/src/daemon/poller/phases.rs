@@ -87,17 +87,15 @@ impl Phases {
         self.last?;
         let total: u64 = self.ns.iter().sum();
         let mut line = format!("{:.3} s accounted:", total as f64 / 1e9);
-        for i in 0..PHASES {
-            if self.count[i] == 0 {
+        for ((name, &ns), &count) in NAMES.iter().zip(&self.ns).zip(&self.count) {
+            if count == 0 {
                 continue;
             }
             line.push_str(&format!(
-                " {} {:.1}% ({:.3} s, {} x {:.1} us);",
-                NAMES[i],
-                100.0 * self.ns[i] as f64 / total.max(1) as f64,
-                self.ns[i] as f64 / 1e9,
-                self.count[i],
-                self.ns[i] as f64 / 1e3 / self.count[i] as f64
+                " {name} {:.1}% ({:.3} s, {count} x {:.1} us);",
+                100.0 * ns as f64 / total.max(1) as f64,
+                ns as f64 / 1e9,
+                ns as f64 / 1e3 / count as f64
             ));
         }
         Some(line)
