@@ -25,8 +25,8 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// Threads answering requests (each renders one scrape at a time).
 pub const WORKERS: usize = 2;
 
-/// How often an idle worker looks for a stop request.
-const RECV_SLICE: Duration = Duration::from_millis(100);
+/// How long a worker waits before trying again after the listener failed.
+const ERROR_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Produces the metrics text for one scrape.
 pub type RenderFn = Arc<dyn Fn() -> String + Send + Sync>;
@@ -99,13 +99,16 @@ impl Drop for MetricsServer {
     }
 }
 
+/// Answers requests until stopped. An idle worker sleeps in `recv` until a request comes or
+/// the server is dropped ([`Server::unblock`] once per worker): no periodic wake-ups, which
+/// cost about 1 % of a CPU per worker in the lab's emulated guest at 10 a second.
 fn serve(server: &Server, render: &(dyn Fn() -> String + Send + Sync), stop: &AtomicBool) {
     while !stop.load(Ordering::Acquire) {
-        match server.recv_timeout(RECV_SLICE) {
-            Ok(Some(req)) => answer(req, render),
-            Ok(None) => {}
-            // The listener failed (or was unblocked): look at the stop flag again.
-            Err(_) => std::thread::sleep(RECV_SLICE),
+        match server.recv() {
+            Ok(req) => answer(req, render),
+            // Unblocked (stopping: the flag is up), or the listener failed: back off.
+            Err(_) if stop.load(Ordering::Acquire) => break,
+            Err(_) => std::thread::sleep(ERROR_BACKOFF),
         }
     }
 }

@@ -1203,9 +1203,10 @@ mod tests {
         let text = render_all(&[], &DataPathMetrics::default(), &Snapshot::default());
         let samples = check_exposition(&text);
         // The payload-copy counter, the storage requests by path (ring, workers), the ring's
-        // operations by buffer (fixed, plain), the parked and the gathered writes, the
-        // authentication outcomes (3), and the receive memory.
-        assert_eq!(samples.len(), 11);
+        // operations by buffer (fixed, plain), the poller loops' passes (work, empty), sleeps
+        // (wait, nap) and sleep time, the parked and the gathered writes, the authentication
+        // outcomes (3), and the receive memory.
+        assert_eq!(samples.len(), 16);
         assert!(text.contains("# TYPE raidline_qp_rtt_seconds gauge\n"));
     }
 

@@ -323,6 +323,13 @@ fn array_writes_run_on_the_ring_and_park_on_busy_stripes() {
     assert!(on_ring >= 250, "{on_ring} of 300 writes on the ring");
     let parked = dp.parked_writes.load(Ordering::Relaxed);
     assert!(parked > 0, "no write waited for a neighbour's stripe");
+    // The poller's loop counts reach the metrics (added before each sleep): it worked, and
+    // between the waves it slept.
+    let work = dp.poller_work_passes.load(Ordering::Relaxed);
+    assert!(work >= 100, "{work} poller passes with work for 300 writes");
+    let slept = dp.poller_sleeps.load(Ordering::Relaxed);
+    assert!(slept > 0, "the poller never slept");
+    assert!(dp.poller_sleep_ns.load(Ordering::Relaxed) > 0);
     reads_back_consistent(&array, &model, target, c, &ns);
     assert_eq!(array.torn_writes(), 0);
 }

@@ -8,6 +8,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::error::{MemberError, RaidError};
 use crate::geometry::{ArrayBlock, MemberIdx, Segment};
 use crate::io::{Executor, MemberOp};
@@ -66,13 +68,14 @@ impl Array {
         &self,
         start: ArrayBlock,
         blocks: u64,
-    ) -> Result<Option<Vec<DirectRead>>, RaidError> {
+    ) -> Result<Option<SmallVec<[DirectRead; 4]>>, RaidError> {
         let bs = self.geo.block_bytes();
         let segs = self.geo.segments(start, blocks)?;
         let Ok(view) = self.view() else {
             return Ok(None);
         };
-        let mut out = Vec::with_capacity(4);
+        // Inline: no allocation per read (a read over more than four chunks spills).
+        let mut out = SmallVec::new();
         let mut at = 0usize;
         for seg in segs {
             let role = seg.at.member.0;
