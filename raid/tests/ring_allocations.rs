@@ -65,8 +65,9 @@ fn drive(
                     idle.push(b);
                     tag -= 1;
                     if tasks.iter().all(Option::is_none) {
-                        // Nothing in flight to wait for: the owner marks the array dirty
-                        // (a superblock write), as the array's maintenance thread does for a poller.
+                        // Nothing in flight to wait for: the owner marks the array dirty (a
+                        // superblock write), as the array's maintenance thread does for a
+                        // poller.
                         array.mark_dirty_if_wanted().expect("mark dirty");
                         continue;
                     }

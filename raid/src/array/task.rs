@@ -226,6 +226,8 @@ impl Array {
         };
         let ids: SmallVec<[u64; 4]> = stripes.iter().map(|(s, _)| s.0).collect();
         if !self.locks.try_lock(&ids) {
+            // `stripes` borrows `buf` and `more` until dropped (a SmallVec's drop is not known
+            // to leave its borrows alone), so each early return drops it first.
             drop(stripes);
             return WriteStart::Busy(buf, more);
         }
