@@ -406,62 +406,36 @@ pub fn render_all(
             pick(m).render(&mut w, name, &[("namespace", n)]);
         }
     }
-    w.family(
-        "raidline_payload_bytes_copied_total",
-        "counter",
-        "Payload bytes copied on the data path (0 = zero-copy held).",
-    );
-    w.sample(
-        "raidline_payload_bytes_copied_total",
-        &[],
-        load(&data_path.payload_bytes_copied),
-    );
-
-    w.family(
-        "raidline_storage_requests_total",
-        "counter",
-        "Storage requests by where they ran: the poller's own io_uring, or the blocking engine off the poller (storage worker threads, or with the ring the array's maintenance thread).",
-    );
-    w.sample(
-        "raidline_storage_requests_total",
-        &[("path", "ring")],
-        load(&data_path.ring_requests),
-    );
-    w.sample(
-        "raidline_storage_requests_total",
-        &[("path", "workers")],
-        load(&data_path.worker_requests),
-    );
-
-    w.family(
-        "raidline_poller_passes_total",
-        "counter",
-        "Passes of the pollers' loops, by whether they found work.",
-    );
-    w.sample(
-        "raidline_poller_passes_total",
-        &[("result", "work")],
-        load(&data_path.poller_work_passes),
-    );
-    w.sample(
-        "raidline_poller_passes_total",
-        &[("result", "empty")],
-        load(&data_path.poller_empty_passes),
-    );
-    w.family(
-        "raidline_poller_sleeps_total",
-        "counter",
-        "Times a poller slept, by how: on its completion channel, waker and ring until an event (wait), or a nap under a millisecond while something was due soon (nap).",
-    );
-    w.sample(
-        "raidline_poller_sleeps_total",
-        &[("how", "wait")],
-        load(&data_path.poller_sleeps),
-    );
-    w.sample(
-        "raidline_poller_sleeps_total",
-        &[("how", "nap")],
-        load(&data_path.poller_naps),
+    // The data path's counters: per family its samples, by one label or none.
+    let dp = data_path;
+    counter_families(
+        &mut w,
+        &[
+            (
+                "raidline_payload_bytes_copied_total",
+                "Payload bytes copied on the data path (0 = zero-copy held).",
+                "",
+                &[("", &dp.payload_bytes_copied)],
+            ),
+            (
+                "raidline_storage_requests_total",
+                "Storage requests by where they ran: the poller's own io_uring, or the blocking engine off the poller (storage worker threads, or with the ring the array's maintenance thread).",
+                "path",
+                &[("ring", &dp.ring_requests), ("workers", &dp.worker_requests)],
+            ),
+            (
+                "raidline_poller_passes_total",
+                "Passes of the pollers' loops, by whether they found work.",
+                "result",
+                &[("work", &dp.poller_work_passes), ("empty", &dp.poller_empty_passes)],
+            ),
+            (
+                "raidline_poller_sleeps_total",
+                "Times a poller slept, by how: on its completion channel, waker and ring until an event (wait), or a nap under a millisecond while something was due soon (nap).",
+                "how",
+                &[("wait", &dp.poller_sleeps), ("nap", &dp.poller_naps)],
+            ),
+        ],
     );
     w.family(
         "raidline_poller_sleep_seconds_total",
@@ -471,45 +445,30 @@ pub fn render_all(
     w.sample(
         "raidline_poller_sleep_seconds_total",
         &[],
-        Value::Float(data_path.poller_sleep_ns.load(Ordering::Relaxed) as f64 / 1e9),
+        Value::Float(dp.poller_sleep_ns.load(Ordering::Relaxed) as f64 / 1e9),
     );
-
-    w.family(
-        "raidline_ring_operations_total",
-        "counter",
-        "Member reads and writes issued on the pollers' io_uring rings, by buffer: registered (fixed) or plain (its pages pinned per operation).",
-    );
-    w.sample(
-        "raidline_ring_operations_total",
-        &[("buffer", "fixed")],
-        load(&data_path.ring_fixed_ops),
-    );
-    w.sample(
-        "raidline_ring_operations_total",
-        &[("buffer", "plain")],
-        load(&data_path.ring_plain_ops),
-    );
-
-    w.family(
-        "raidline_parked_writes_total",
-        "counter",
-        "Array writes (and reads rebuilding a missing chunk) a poller parked until a stripe they need was released.",
-    );
-    w.sample(
-        "raidline_parked_writes_total",
-        &[],
-        load(&data_path.parked_writes),
-    );
-
-    w.family(
-        "raidline_gathered_writes_total",
-        "counter",
-        "Array writes a poller wrote in one task with their neighbours (a stream written as whole stripes).",
-    );
-    w.sample(
-        "raidline_gathered_writes_total",
-        &[],
-        load(&data_path.gathered_writes),
+    counter_families(
+        &mut w,
+        &[
+            (
+                "raidline_ring_operations_total",
+                "Member reads and writes issued on the pollers' io_uring rings, by buffer: registered (fixed) or plain (its pages pinned per operation).",
+                "buffer",
+                &[("fixed", &dp.ring_fixed_ops), ("plain", &dp.ring_plain_ops)],
+            ),
+            (
+                "raidline_parked_writes_total",
+                "Array writes (and reads rebuilding a missing chunk) a poller parked until a stripe they need was released.",
+                "",
+                &[("", &dp.parked_writes)],
+            ),
+            (
+                "raidline_gathered_writes_total",
+                "Array writes a poller wrote in one task with their neighbours (a stream written as whole stripes).",
+                "",
+                &[("", &dp.gathered_writes)],
+            ),
+        ],
     );
 
     w.family(
@@ -539,6 +498,24 @@ pub fn render_all(
     render_arrays(&mut w, &snapshot.arrays);
     render_queues(&mut w, &snapshot.queues);
     w.out
+}
+
+/// One counter family per entry: (name, help, label, samples). Each sample is (the label's
+/// value, its counter); with an empty label the family has one unlabelled sample.
+type CounterFamily<'a> = (&'a str, &'a str, &'a str, &'a [(&'a str, &'a AtomicU64)]);
+
+fn counter_families(w: &mut Exposition, families: &[CounterFamily<'_>]) {
+    for &(name, help, label, samples) in families {
+        w.family(name, "counter", help);
+        for &(value, c) in samples {
+            let v = Value::Int(c.load(Ordering::Relaxed));
+            if label.is_empty() {
+                w.sample(name, &[], v);
+            } else {
+                w.sample(name, &[(label, value)], v);
+            }
+        }
+    }
 }
 
 fn render_arrays(w: &mut Exposition, arrays: &[ArrayGauges]) {

@@ -23,7 +23,7 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use phases::Phase;
+use phases::{PassCounts, Phase};
 use raidline_fabric::slab::{Chain, SrqEndpoint, WrKind};
 use raidline_fabric::sys_poll::wait_ready;
 use raidline_fabric::{
@@ -89,47 +89,6 @@ const IDLE_WAIT: Duration = Duration::from_millis(100);
 /// ([`CompletionQueue::holds_completions`]).
 const HELD_POLL: Duration = Duration::from_micros(50);
 
-/// Passes between two additions of a busy poller's loop counts to the metrics.
-const PASSES_PUBLISHED: u64 = 4096;
-
-/// What a poller's loop did since it last added to the data-path metrics.
-#[derive(Default)]
-struct PassCounts {
-    work: u64,
-    empty: u64,
-    sleeps: u64,
-    sleep_ns: u64,
-    naps: u64,
-}
-
-impl PassCounts {
-    fn count(&mut self, work: bool, to: &crate::metrics::DataPathMetrics) {
-        if work {
-            self.work += 1;
-        } else {
-            self.empty += 1;
-        }
-        if self.work + self.empty >= PASSES_PUBLISHED {
-            self.publish(to);
-        }
-    }
-
-    fn publish(&mut self, to: &crate::metrics::DataPathMetrics) {
-        use std::sync::atomic::Ordering::Relaxed;
-        let PassCounts {
-            work,
-            empty,
-            sleeps,
-            sleep_ns,
-            naps,
-        } = std::mem::take(self);
-        to.poller_work_passes.fetch_add(work, Relaxed);
-        to.poller_empty_passes.fetch_add(empty, Relaxed);
-        to.poller_sleeps.fetch_add(sleeps, Relaxed);
-        to.poller_sleep_ns.fetch_add(sleep_ns, Relaxed);
-        to.poller_naps.fetch_add(naps, Relaxed);
-    }
-}
 /// Host-to-controller admin data we accept (Set Features payloads are tiny).
 const MAX_ADMIN_IN: u32 = 8192;
 
@@ -173,7 +132,7 @@ pub(crate) struct Poller<F: Fabric> {
     /// Array writes on the ring (the engine's completion-driven path) and parked ones.
     writes: writes::Writes,
     /// The loop's own counts, added to the data-path metrics before each sleep and every
-    /// [`PASSES_PUBLISHED`] passes (no shared atomic per pass).
+    /// [`phases::PASSES_PUBLISHED`] passes (no shared atomic per pass).
     passes: PassCounts,
     /// Where the poller's time goes (`RAIDLINE_POLLER_PHASES=1`; see [`phases`]).
     phases: phases::Phases,

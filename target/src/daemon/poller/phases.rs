@@ -1,5 +1,7 @@
-//! Where a poller's time goes, phase by phase, when `RAIDLINE_POLLER_PHASES=1` is set in the
-//! daemon's environment (a diagnosis tool, off by default: each mark reads the clock).
+//! What a poller's loop does: its passes and sleeps, always counted ([`PassCounts`], the
+//! `raidline_poller_*` metrics), and where its time goes, phase by phase ([`Phases`]), when
+//! `RAIDLINE_POLLER_PHASES=1` is set in the daemon's environment (a diagnosis tool, off by
+//! default: each mark reads the clock).
 //!
 //! Sampling profilers see little under the lab's emulated CPUs (qemu TCG delivers the sampling
 //! timer mostly to an idle CPU), so the poller accounts for its own wall time: each
@@ -8,6 +10,48 @@
 //! interrupted.
 
 use std::time::Instant;
+
+/// Passes between two additions of a busy poller's loop counts to the metrics.
+pub(super) const PASSES_PUBLISHED: u64 = 4096;
+
+/// What a poller's loop did since it last added to the data-path metrics.
+#[derive(Default)]
+pub(super) struct PassCounts {
+    work: u64,
+    empty: u64,
+    pub(super) sleeps: u64,
+    pub(super) sleep_ns: u64,
+    pub(super) naps: u64,
+}
+
+impl PassCounts {
+    pub(super) fn count(&mut self, work: bool, to: &crate::metrics::DataPathMetrics) {
+        if work {
+            self.work += 1;
+        } else {
+            self.empty += 1;
+        }
+        if self.work + self.empty >= PASSES_PUBLISHED {
+            self.publish(to);
+        }
+    }
+
+    pub(super) fn publish(&mut self, to: &crate::metrics::DataPathMetrics) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let PassCounts {
+            work,
+            empty,
+            sleeps,
+            sleep_ns,
+            naps,
+        } = std::mem::take(self);
+        to.poller_work_passes.fetch_add(work, Relaxed);
+        to.poller_empty_passes.fetch_add(empty, Relaxed);
+        to.poller_sleeps.fetch_add(sleeps, Relaxed);
+        to.poller_sleep_ns.fetch_add(sleep_ns, Relaxed);
+        to.poller_naps.fetch_add(naps, Relaxed);
+    }
+}
 
 /// The phases of a pass, in loop order.
 #[derive(Clone, Copy)]
