@@ -1,11 +1,17 @@
 //! Waiting for a file descriptor (a completion channel, the RDMA CM event channel) to become
-//! readable, with a timeout: the one `poll(2)` call the target's threads sleep in (nix's safe
+//! readable, with a timeout: the one `ppoll(2)` call the target's threads sleep in (nix's safe
 //! wrapper: the descriptors are borrowed for the call, `AsFd`).
+//!
+//! The timeout has nanosecond resolution (`ppoll` takes a `timespec`; `poll(2)` counts whole
+//! milliseconds, so a paced transfer due in 300 us would have been a 0 ms wait, a busy spin).
+//! The kernel rounds it up to its timer slack (50 us for a normal thread), never down.
 
 use std::os::fd::AsFd;
 use std::time::Duration;
 
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::poll::{ppoll, PollFd, PollFlags};
+use nix::sys::time::TimeSpec;
+use smallvec::SmallVec;
 
 /// Waits until `fd` is readable or `timeout` passes. `Ok(true)`: readable (or hung up, which a
 /// read then reports); `Ok(false)`: timed out or interrupted by a signal.
@@ -22,10 +28,15 @@ pub fn wait_any(fds: &[&dyn AsFd], timeout: Duration) -> std::io::Result<bool> {
 /// Most descriptors [`wait_ready`] takes (one bit each in its answer).
 pub const MAX_WAIT_FDS: usize = 8;
 
+/// Longest single wait; a longer timeout is cut to it (the caller looks again and waits more).
+pub const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
+
 /// Waits until any of `fds` is readable (or reports an error or hang-up) or `timeout` passes,
 /// and says which: bit `i` of the answer is set when `fds[i]` is; 0 after a timeout or a
 /// signal. Callers skip the read that would only answer `EAGAIN` on the others (a syscall
-/// each, expensive where every system call is emulated). At most [`MAX_WAIT_FDS`] descriptors.
+/// each, expensive where every system call is emulated). At most [`MAX_WAIT_FDS`] descriptors;
+/// no heap allocation (a poller calls this every time it goes to sleep). The wait is at least
+/// `timeout` unless a descriptor becomes ready (at most [`MAX_WAIT`]).
 pub fn wait_ready(fds: &[&dyn AsFd], timeout: Duration) -> std::io::Result<u32> {
     if fds.len() > MAX_WAIT_FDS {
         return Err(std::io::Error::new(
@@ -33,13 +44,12 @@ pub fn wait_ready(fds: &[&dyn AsFd], timeout: Duration) -> std::io::Result<u32> 
             format!("wait_ready takes at most {MAX_WAIT_FDS} descriptors"),
         ));
     }
-    let mut pfds: Vec<PollFd<'_>> = fds
+    let mut pfds: SmallVec<[PollFd<'_>; MAX_WAIT_FDS]> = fds
         .iter()
         .map(|f| PollFd::new(f.as_fd(), PollFlags::POLLIN))
         .collect();
-    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    let t = PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX);
-    match poll(&mut pfds, t) {
+    let t = TimeSpec::from_duration(timeout.min(MAX_WAIT));
+    match ppoll(&mut pfds, Some(t), None) {
         Ok(_) => {}
         Err(nix::errno::Errno::EINTR) => return Ok(0),
         Err(e) => return Err(e.into()),
@@ -76,5 +86,30 @@ mod tests {
         drop(c);
         let (_e, f) = UnixStream::pair().unwrap();
         assert!(!wait_any(&[&f], Duration::from_millis(10)).unwrap());
+    }
+
+    /// A wait under a millisecond sleeps for it (`poll(2)`'s millisecond timeout made it 0 ms:
+    /// a spin). Only the lower bound is asserted, which is exact: the kernel never ends a timed
+    /// wait early; a loaded machine may run the thread late.
+    #[test]
+    fn sub_millisecond_waits_sleep_their_time() {
+        let (_a, b) = UnixStream::pair().unwrap();
+        let t = std::time::Instant::now();
+        assert_eq!(wait_ready(&[&b], Duration::from_micros(300)).unwrap(), 0);
+        assert!(
+            t.elapsed() >= Duration::from_micros(300),
+            "{:?}",
+            t.elapsed()
+        );
+        let t = std::time::Instant::now();
+        for _ in 0..20 {
+            assert_eq!(wait_ready(&[&b], Duration::from_micros(300)).unwrap(), 0);
+        }
+        assert!(t.elapsed() >= Duration::from_millis(6), "{:?}", t.elapsed());
+        // A zero timeout only looks.
+        assert_eq!(wait_ready(&[&b], Duration::ZERO).unwrap(), 0);
+        // Too many descriptors is refused, not truncated.
+        let many: Vec<&dyn AsFd> = vec![&b; MAX_WAIT_FDS + 1];
+        assert!(wait_ready(&many, Duration::ZERO).is_err());
     }
 }

@@ -149,12 +149,13 @@ pub struct DataPathMetrics {
     /// See [`DataPathMetrics::poller_work_passes`].
     pub poller_empty_passes: AtomicU64,
     /// Times a poller slept on its completion channel, waker and ring (armed, woken by an
-    /// event), and how long in all (nanoseconds).
+    /// event or at the time a paced transfer or probe is due), and how long in all
+    /// (nanoseconds).
     pub poller_sleeps: AtomicU64,
     /// See [`DataPathMetrics::poller_sleeps`].
     pub poller_sleep_ns: AtomicU64,
-    /// Short naps of a poller (under a millisecond) while paced transfers, parked or held
-    /// writes were due soon.
+    /// Short naps of a poller (50 us, not woken by events) while its CQ held completions back
+    /// or parked or held writes waited: none of these notifies.
     pub poller_naps: AtomicU64,
     /// Array writes (and reads that rebuild a missing chunk) parked on a poller because a
     /// stripe they need was held (each counted once, however often it was tried again).
@@ -431,7 +432,7 @@ pub fn render_all(
             ),
             (
                 "raidline_poller_sleeps_total",
-                "Times a poller slept, by how: on its completion channel, waker and ring until an event (wait), or a nap under a millisecond while something was due soon (nap).",
+                "Times a poller slept, by how: on its completion channel, waker and ring until an event or a paced transfer's due time (wait), or a 50 us nap while parked or held writes or held completions were looked at again (nap).",
                 "how",
                 &[("wait", &dp.poller_sleeps), ("nap", &dp.poller_naps)],
             ),

@@ -88,6 +88,9 @@ const IDLE_WAIT: Duration = Duration::from_millis(100);
 /// How soon an idle poller polls again while its CQ holds completions back
 /// ([`CompletionQueue::holds_completions`]).
 const HELD_POLL: Duration = Duration::from_micros(50);
+/// Something due sooner than this is spun for rather than slept for: arming the CQ and a
+/// timed sleep cost about as much.
+const SPIN_BELOW: Duration = Duration::from_micros(20);
 
 /// Host-to-controller admin data we accept (Set Features payloads are tiny).
 const MAX_ADMIN_IN: u32 = 8192;
@@ -298,27 +301,28 @@ impl<F: Fabric> Poller<F> {
     }
 
     fn idle(&mut self, last_work: Instant) {
-        // A paced transfer or probe due very soon: keep polling rather than sleep past it (the
-        // CQ wait below counts whole milliseconds, so shorter waits nap in small steps).
+        // A paced transfer or probe due: the sleep below ends at its time (`wait_ready` has
+        // nanosecond resolution); only one due sooner than a sleep would take is spun for.
         let due = self.until_due();
         // Completions held back by the CQ itself come with no notification: poll again soon.
         // Parked writes wait for stripes other threads may hold, held ones for a neighbour
         // (or their time limit): look again soon.
-        let due = if self.cq.holds_completions()
+        if self.cq.holds_completions()
             || !self.writes.parked.is_empty()
             || !self.writes.held.is_empty()
         {
-            Some(due.map_or(HELD_POLL, |d| d.min(HELD_POLL)))
-        } else {
-            due
-        };
-        if let Some(d) = due.filter(|d| *d < Duration::from_millis(1)) {
-            if d < Duration::from_micros(20) {
+            let d = due.map_or(HELD_POLL, |d| d.min(HELD_POLL));
+            if d < SPIN_BELOW {
                 std::hint::spin_loop();
             } else {
                 self.passes.naps += 1;
-                std::thread::sleep(d.min(Duration::from_micros(50)));
+                std::thread::sleep(d);
             }
+            self.phases.mark(Phase::Spin);
+            return;
+        }
+        if due.is_some_and(|d| d < SPIN_BELOW) {
+            std::hint::spin_loop();
             self.phases.mark(Phase::Spin);
             return;
         }

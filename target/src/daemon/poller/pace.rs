@@ -6,7 +6,7 @@
 //! Invariants: a queue with waiting responses is always due at some time (the bucket's ready
 //! time, or an acknowledgement for a window-limited algorithm); waiting responses count in the
 //! queue's `elsewhere`, so a closing queue is not reaped before they are recycled; the poller
-//! never naps past the earliest due time ([`Poller::until_due`]).
+//! never sleeps past the earliest due time ([`Poller::until_due`]).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

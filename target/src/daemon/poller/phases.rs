@@ -78,7 +78,7 @@ pub(super) enum Phase {
     Sleep,
     /// Waking: reading the event channels.
     Wake,
-    /// Spinning and naps while something is due soon.
+    /// Spinning for something due within 20 us, and naps while held or parked writes wait.
     Spin,
 }
 
