@@ -6,6 +6,8 @@
 //! - [`qp`], [`pacer`] and [`probe`]: the runtime side shared by the live target and the
 //!   simulator — a per-QP controller that applies an algorithm's decisions to a token bucket with
 //!   a window and to one-probe-in-flight RTT bookkeeping; none of them reads a clock.
+//! - [`netrtt`]: the live target's RTT signal, a probe's RTT net of the QP's own data queued
+//!   ahead of it.
 //! - [`sim`]: `raidline-ccsim`'s discrete-event, packet-level network simulator.
 //!
 //! Invariant across the crate: algorithms are pure functions of (parameters, state, now, event);
@@ -13,6 +15,7 @@
 
 pub mod algo;
 pub mod error;
+pub mod netrtt;
 pub mod pacer;
 pub mod params;
 pub mod probe;

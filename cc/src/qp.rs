@@ -191,6 +191,35 @@ impl<S: Copy + Default + std::fmt::Debug> QpController<S> {
         }
     }
 
+    /// A probe answer whose RTT is taken `drained` shorter: the time the QP's own data queued
+    /// ahead of the probe needed to drain ([`crate::netrtt`]), so the algorithm sees the net
+    /// RTT. Stale answers change nothing.
+    pub fn on_probe_answer_net<A: CongestionControl<State = S>>(
+        &mut self,
+        algo: &A,
+        now: Nanos,
+        seq: ProbeSeq,
+        drained: Nanos,
+    ) -> Changes {
+        match self.prober.on_response(now, seq, None) {
+            Some(Event::Rtt { rtt, remote }) => {
+                let rtt = Nanos(rtt.saturating_sub(drained).0.max(1));
+                self.handle(algo, now, Event::Rtt { rtt, remote })
+            }
+            Some(ev) => self.handle(algo, now, ev),
+            None => Changes {
+                probe: self.wants_probe(),
+                ..Changes::default()
+            },
+        }
+    }
+
+    /// Whether a probe is wanted and none is in flight ([`QpController::poll_probe`] would
+    /// hand one out).
+    pub fn probe_wanted(&self) -> bool {
+        self.wants_probe()
+    }
+
     /// Fire whatever is due at `now`: the algorithm's timer and the probe timeout.
     pub fn poll_timers<A: CongestionControl<State = S>>(
         &mut self,
@@ -284,6 +313,34 @@ mod tests {
         assert_ne!(seq, seq2);
         let ch = q.poll_timers(&a, Nanos::from_ms(13) + Nanos::from_us(300));
         assert!(ch.probe && q.probes_lost() == 1);
+    }
+
+    #[test]
+    fn a_net_answer_reaches_the_algorithm_shortened() {
+        let a = RttAimd::ctcc();
+        // Three QPs get a 10 us first answer (their base); then a probe that took 900 us, of
+        // which 890 us was the QP's own queue: told net, the law increases as on a 10 us
+        // answer; told raw, it decreases.
+        let answer = |rtt2: u64, drained: u64| {
+            let mut q = QpController::start(&a, Nanos::ZERO, &cfg());
+            assert!(q.probe_wanted());
+            let s1 = q.poll_probe(Nanos::ZERO).unwrap();
+            assert!(!q.probe_wanted(), "one in flight");
+            q.on_probe_answer_net(&a, Nanos::from_us(10), s1, Nanos::ZERO);
+            q.request_probe();
+            let t = Nanos::from_us(100);
+            let s2 = q.poll_probe(t).unwrap();
+            q.on_probe_answer_net(&a, t + Nanos::from_us(rtt2), s2, Nanos::from_us(drained));
+            // A stale answer changes nothing.
+            assert_eq!(
+                q.on_probe_answer_net(&a, t + Nanos::from_us(999), s2, Nanos::ZERO),
+                Changes::default()
+            );
+            q.rate(&a)
+        };
+        let net = answer(900, 890);
+        assert_eq!(net, answer(10, 0));
+        assert!(net > answer(900, 0));
     }
 
     #[test]

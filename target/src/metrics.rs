@@ -212,6 +212,12 @@ pub struct QpGauges {
     pub rate_bytes_per_s: f64,
     /// Smoothed RTT in seconds (NaN before the first sample).
     pub rtt_seconds: f64,
+    /// Last raw probe RTT, seconds (NaN: none).
+    pub raw_rtt_seconds: f64,
+    /// Last net RTT (what the congestion law sees), seconds (NaN: none).
+    pub net_rtt_seconds: f64,
+    /// Windowed-minimum net RTT, seconds (NaN: none).
+    pub base_rtt_seconds: f64,
     /// Commands in flight.
     pub in_flight: u32,
 }
@@ -267,6 +273,9 @@ impl Snapshot {
                     qid: q.qid,
                     rate_bytes_per_s: q.rate_bytes_per_s,
                     rtt_seconds: q.rtt_us / 1e6,
+                    raw_rtt_seconds: q.raw_rtt_us / 1e6,
+                    net_rtt_seconds: q.net_rtt_us / 1e6,
+                    base_rtt_seconds: q.base_rtt_us / 1e6,
                     in_flight: q.in_flight,
                 })
             })
@@ -655,6 +664,36 @@ fn render_queues(w: &mut Exposition, queues: &[QpGauges]) {
     );
     w.per(
         (
+            "raidline_qp_raw_rtt_seconds",
+            "gauge",
+            "Last raw probe RTT of the queue pair, completion minus post on the host clock (NaN before the first sample).",
+        ),
+        queues,
+        qp,
+        |q| Value::Float(q.raw_rtt_seconds),
+    );
+    w.per(
+        (
+            "raidline_qp_net_rtt_seconds",
+            "gauge",
+            "Last net RTT of the queue pair: the raw probe RTT less the drain time of the queue pair's own data queued ahead of the probe; what the congestion law sees (NaN before the first sample).",
+        ),
+        queues,
+        qp,
+        |q| Value::Float(q.net_rtt_seconds),
+    );
+    w.per(
+        (
+            "raidline_qp_base_rtt_seconds",
+            "gauge",
+            "Windowed minimum (10 s) of the queue pair's net RTT (NaN before the first sample).",
+        ),
+        queues,
+        qp,
+        |q| Value::Float(q.base_rtt_seconds),
+    );
+    w.per(
+        (
             "raidline_qp_in_flight",
             "gauge",
             "Commands in flight on the queue pair.",
@@ -899,6 +938,9 @@ mod tests {
             poller: 0,
             rate_bytes_per_s: rate,
             rtt_us,
+            raw_rtt_us: rtt_us * 4.0,
+            net_rtt_us: rtt_us / 2.0,
+            base_rtt_us: rtt_us / 4.0,
         };
         StatusReport {
             version: "0.1.0".into(),

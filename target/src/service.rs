@@ -897,6 +897,9 @@ impl Management for Api {
                             poller: *poller as u32,
                             rate_bytes_per_s: st.map_or(f64::NAN, |s| s.rate_bytes_per_s()),
                             rtt_us: st.map_or(f64::NAN, |s| s.rtt_us()),
+                            raw_rtt_us: st.map_or(f64::NAN, |s| s.raw_rtt_us()),
+                            net_rtt_us: st.map_or(f64::NAN, |s| s.net_rtt_us()),
+                            base_rtt_us: st.map_or(f64::NAN, |s| s.base_rtt_us()),
                         }
                     })
                     .collect(),
@@ -969,8 +972,14 @@ impl Management for Api {
         Ok(m)
     }
 
+    /// The algorithm and its parameters, then each paced queue pair's rate and RTTs.
     fn cc_show(&self) -> Result<String, String> {
-        Ok(self.shared.cc.show())
+        let mut s = self.shared.cc.show();
+        if self.shared.cc.current().is_some() {
+            s.push('\n');
+            s.push_str(&crate::mgmt::paced_queues(&self.status()));
+        }
+        Ok(s)
     }
 
     fn ns_set_active(&self, subsystem: &str, nsid: u32, active: bool) -> Result<String, String> {

@@ -1,8 +1,9 @@
 //! End-to-end live pacing over the in-memory fabric: the `fixed` algorithm holds the configured
 //! per-QP rate within ±5 % while reads stream from a null namespace, a run-time `cc set`
 //! changes the rate and the achieved throughput follows, `raidline status` (the management
-//! API) shows each I/O queue's rate and probe RTT, and `rtt-aimd` slows down when the
-//! fault-injecting fabric delays the target's completions.
+//! API), `raidline cc show` and the metrics show each I/O queue's rate and its raw, net and base
+//! probe RTTs, and `rtt-aimd` slows down when the fault-injecting fabric delays the target's
+//! completions (a delay in the path, which the net RTT keeps).
 
 mod common;
 
@@ -187,12 +188,24 @@ fn fixed_rate_is_held_changed_at_run_time_and_reported() {
     let io = queues.iter().find(|q| q.qid == 1).expect("io queue listed");
     assert_eq!(io.rate_bytes_per_s, RATE_MB * 1e6);
     assert!(io.rtt_us.is_finite() && io.rtt_us > 0.0, "{}", io.rtt_us);
+    // The last probe's raw RTT and its net RTT (less the drain time of this QP's own reads
+    // queued ahead of it): never more than the raw one; the base is the least net RTT.
+    assert!(io.raw_rtt_us > 0.0, "{io:?}");
+    assert!(
+        io.net_rtt_us > 0.0 && io.net_rtt_us <= io.raw_rtt_us,
+        "{io:?}"
+    );
+    assert!(
+        io.base_rtt_us > 0.0 && io.base_rtt_us <= io.net_rtt_us,
+        "{io:?}"
+    );
     assert_eq!(io.depth, 32);
     let admin = queues
         .iter()
         .find(|q| q.qid == 0)
         .expect("admin queue listed");
     assert!(admin.rate_bytes_per_s.is_nan() && admin.rtt_us.is_nan());
+    assert!(admin.raw_rtt_us.is_nan() && admin.net_rtt_us.is_nan());
     // The text `raidline status` prints: the I/O queue's row ends with a rate and an RTT.
     let text = render_status(&st);
     let row: Vec<&str> = text
@@ -205,6 +218,10 @@ fn fixed_rate_is_held_changed_at_run_time_and_reported() {
         row.last().is_some_and(|w| *w == "us" || *w == "ms"),
         "{row:?}"
     );
+    assert!(
+        text.contains("raw-rtt") && text.contains("net-rtt"),
+        "{text}"
+    );
     let metrics = api.metrics();
     let gauge = |name: &str| {
         metrics
@@ -216,6 +233,22 @@ fn fixed_rate_is_held_changed_at_run_time_and_reported() {
     };
     assert_eq!(gauge("raidline_qp_rate_bytes_per_second{"), RATE_MB * 1e6);
     assert!(gauge("raidline_qp_rtt_seconds{") > 0.0);
+    assert!(gauge("raidline_qp_raw_rtt_seconds{") > 0.0);
+    assert!(gauge("raidline_qp_net_rtt_seconds{") > 0.0);
+    assert!(gauge("raidline_qp_base_rtt_seconds{") > 0.0);
+    // `raidline cc show`: the parameters, then the paced queue (qid 1, not the admin queue)
+    // with its rate and RTTs.
+    let show = api.cc_show().expect("cc show");
+    let paced: Vec<&str> = show
+        .lines()
+        .skip_while(|l| !l.starts_with("paced queue pairs:"))
+        .skip(2)
+        .collect();
+    assert_eq!(paced.len(), 1, "{show}");
+    let w: Vec<&str> = paced[0].split_whitespace().collect();
+    assert_eq!(w[1], "1", "{show}");
+    // cntlid, qid, the rate and three RTTs, each a number and a unit.
+    assert!(w[3].ends_with("/s") && w.len() == 10, "{show}");
 
     // A run-time change reaches the poller and the achieved rate follows it.
     let m = api.cc_set("rate_mbps", RATE_MB * 4.0).expect("cc set");
@@ -283,14 +316,14 @@ fn rtt_aimd_slows_down_under_injected_delay() {
             .values()
             .find(|s| s.qid.load(std::sync::atomic::Ordering::Relaxed) == 1)
             .expect("io queue stats");
-        (s.rate_bytes_per_s(), s.rtt_us())
+        (s.rate_bytes_per_s(), s.rtt_us(), s.net_rtt_us())
     };
     let zero = Duration::ZERO;
     let tput = stream(&mut c, q, 4, 8, zero, Duration::from_millis(600));
     std::thread::sleep(Duration::from_millis(50));
-    let (before, rtt_before) = rate();
+    let (before, rtt_before, net_before) = rate();
     eprintln!(
-        "rtt-aimd undelayed: pacer {:.1} MB/s, srtt {rtt_before:.1} us, achieved {:.1} MB/s",
+        "rtt-aimd undelayed: pacer {:.1} MB/s, srtt {rtt_before:.1} us, net {net_before:.1} us, achieved {:.1} MB/s",
         before / 1e6,
         tput / 1e6
     );
@@ -302,9 +335,9 @@ fn rtt_aimd_slows_down_under_injected_delay() {
     });
     let tput = stream(&mut c, q, 4, 8, zero, Duration::from_millis(600));
     std::thread::sleep(Duration::from_millis(50));
-    let (after, rtt_after) = rate();
+    let (after, rtt_after, net_after) = rate();
     eprintln!(
-        "rtt-aimd delayed: pacer {:.1} MB/s, srtt {rtt_after:.1} us, achieved {:.1} MB/s",
+        "rtt-aimd delayed: pacer {:.1} MB/s, srtt {rtt_after:.1} us, net {net_after:.1} us, achieved {:.1} MB/s",
         after / 1e6,
         tput / 1e6
     );
@@ -313,6 +346,12 @@ fn rtt_aimd_slows_down_under_injected_delay() {
     assert!(
         rtt_after > 2.0 * rtt_before,
         "{rtt_before} -> {rtt_after} us"
+    );
+    // The delay is in the path (every completion held), not this QP's own queue: the net
+    // RTT, what the law sees, shows it too.
+    assert!(
+        net_after > 2.0 * net_before,
+        "{net_before} -> {net_after} us"
     );
     assert!(after < before / 2.0, "{before} -> {after} B/s");
     control.set_config(FaultConfig::default());

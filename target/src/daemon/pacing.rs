@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use raidline_cc::algo::{dcqcn, fixed, rtt_aimd, swift, timely};
 use raidline_cc::algo::{CongestionControl, Dcqcn, Event, FixedRate, RttAimd, Swift, Timely};
+use raidline_cc::netrtt::{NetRtt, NetRttConfig, ProbeTag};
 use raidline_cc::pacer::Readiness;
 use raidline_cc::params::Params;
 use raidline_cc::probe::ProbeSeq;
@@ -180,10 +181,18 @@ fn qp_config() -> QpConfig {
 }
 
 /// One queue pair's pacer: algorithm + controller + what `raidline status` reports.
+///
+/// The algorithm sees each probe's **net** RTT ([`raidline_cc::netrtt`]): the raw RTT less
+/// the time the QP's own transfers posted ahead of the probe needed to drain. A wanted probe
+/// waits while more than [`NetRttConfig::max_ahead`] bytes are outstanding (at most
+/// [`NetRttConfig::max_defer`]).
 #[derive(Debug)]
 pub(crate) struct QpPacer {
     algo: Algorithm,
     ctl: Ctl,
+    net: NetRtt,
+    /// The probe in flight and what was ahead of it.
+    probe: Option<(ProbeSeq, ProbeTag)>,
     last_probe: Nanos,
     srtt: Option<Nanos>,
     last_rtt: Option<Nanos>,
@@ -206,6 +215,8 @@ impl QpPacer {
         QpPacer {
             algo: algo.clone(),
             ctl,
+            net: NetRtt::new(NetRttConfig::default()),
+            probe: None,
             last_probe: now,
             srtt: None,
             last_rtt: None,
@@ -227,11 +238,13 @@ impl QpPacer {
 
     /// `len` bytes were posted at `now`.
     pub fn on_sent(&mut self, now: Nanos, len: u64) {
+        self.net.on_posted(now, len);
         on_ctl!(&self.algo, &mut self.ctl, a, c => { c.on_sent(a, now, len); }, ())
     }
 
     /// The transfer of `len` bytes completed.
     pub fn on_acked(&mut self, now: Nanos, len: u64) {
+        self.net.on_completed(now, len);
         on_ctl!(&self.algo, &mut self.ctl, a, c => {
             c.on_acked(len);
             if a.wants_acks() {
@@ -241,19 +254,23 @@ impl QpPacer {
     }
 
     /// A probe to send now, if one is wanted (by the algorithm, or for the report every
-    /// [`REPORT_PROBE_INTERVAL`]) and none is in flight.
+    /// [`REPORT_PROBE_INTERVAL`]), none is in flight and little of the QP's data is queued
+    /// ahead ([`NetRtt::probe_allowed`]).
     pub fn poll_probe(&mut self, now: Nanos) -> Option<ProbeSeq> {
         if now.saturating_sub(self.last_probe) >= REPORT_PROBE_INTERVAL {
             on_ctl!(&self.algo, &mut self.ctl, _a, c => c.request_probe(), ());
         }
-        let seq = on_ctl!(&self.algo, &mut self.ctl, _a, c => c.poll_probe(now), None);
-        if seq.is_some() {
-            self.last_probe = now;
+        let wanted = on_ctl!(&self.algo, &self.ctl, _a, c => c.probe_wanted(), false);
+        if !wanted || !self.net.probe_allowed(now) {
+            return None;
         }
-        seq
+        let seq = on_ctl!(&self.algo, &mut self.ctl, _a, c => c.poll_probe(now), None)?;
+        self.last_probe = now;
+        self.probe = Some((seq, self.net.probe_posted(now)));
+        Some(seq)
     }
 
-    /// The probe `seq` sent at `sent` completed at `now`.
+    /// The probe `seq` sent at `sent` completed at `now`: the algorithm gets its net RTT.
     pub fn on_probe_answer(&mut self, now: Nanos, seq: ProbeSeq, sent: Nanos) {
         let rtt = now.saturating_sub(sent);
         self.probes += 1;
@@ -264,8 +281,18 @@ impl QpPacer {
             None => rtt,
             Some(s) => Nanos((s.0 * 7 + rtt.0) / 8),
         });
+        let drained = match self.probe.take() {
+            Some((s, tag)) if s == seq => {
+                // The tag's post time is the probe's: `sent` is the same stamp.
+                self.net.probe_answered(now, tag).drained
+            }
+            other => {
+                self.probe = other;
+                Nanos::ZERO
+            }
+        };
         on_ctl!(&self.algo, &mut self.ctl, a, c => {
-            c.on_probe_answer(a, now, seq, None);
+            c.on_probe_answer_net(a, now, seq, drained);
         }, ())
     }
 
@@ -311,6 +338,23 @@ impl QpPacer {
             .store(ns(self.last_rtt), Ordering::Relaxed);
         stats.min_rtt_ns.store(ns(self.min_rtt), Ordering::Relaxed);
         stats.probes.store(self.probes, Ordering::Relaxed);
+        let last = self.net.last();
+        stats
+            .net_rtt_ns
+            .store(ns(last.map(|s| s.net)), Ordering::Relaxed);
+        stats
+            .base_rtt_ns
+            .store(ns(self.net.base()), Ordering::Relaxed);
+        stats
+            .probe_ahead_bytes
+            .store(last.map_or(0, |s| s.ahead), Ordering::Relaxed);
+        stats.drain_bits.store(
+            self.net.drain_rate().unwrap_or(f64::NAN).to_bits(),
+            Ordering::Relaxed,
+        );
+        stats
+            .probes_forced
+            .store(self.net.counts().1, Ordering::Relaxed);
         let lost = match &self.ctl {
             Ctl::RttAimd(c) => c.probes_lost(),
             Ctl::Swift(c) => c.probes_lost(),
@@ -342,6 +386,18 @@ pub struct QueueStats {
     pub last_rtt_ns: AtomicU64,
     /// Lowest probe RTT, ns (0: none).
     pub min_rtt_ns: AtomicU64,
+    /// Last net RTT (raw less the drain time of the QP's own data ahead of the probe), ns
+    /// (0: none).
+    pub net_rtt_ns: AtomicU64,
+    /// Windowed minimum of the net RTT (the base), ns (0: none).
+    pub base_rtt_ns: AtomicU64,
+    /// Bytes of the QP's own data that were ahead of the last probe.
+    pub probe_ahead_bytes: AtomicU64,
+    /// The QP's measured drain rate in bytes per second as `f64` bits (NaN: not measured).
+    pub drain_bits: AtomicU64,
+    /// Probes sent behind more than the allowed bytes after waiting the longest (their RTT
+    /// is not reduced).
+    pub probes_forced: AtomicU64,
     /// Probes answered.
     pub probes: AtomicU64,
     /// Probes declared lost.
@@ -361,6 +417,11 @@ impl Default for QueueStats {
             srtt_ns: AtomicU64::new(0),
             last_rtt_ns: AtomicU64::new(0),
             min_rtt_ns: AtomicU64::new(0),
+            net_rtt_ns: AtomicU64::new(0),
+            base_rtt_ns: AtomicU64::new(0),
+            probe_ahead_bytes: AtomicU64::new(0),
+            drain_bits: AtomicU64::new(f64::NAN.to_bits()),
+            probes_forced: AtomicU64::new(0),
             probes: AtomicU64::new(0),
             probes_lost: AtomicU64::new(0),
             paced_waits: AtomicU64::new(0),
@@ -376,10 +437,34 @@ impl QueueStats {
 
     /// Smoothed RTT in microseconds (NaN before the first probe answer).
     pub fn rtt_us(&self) -> f64 {
-        match self.srtt_ns.load(Ordering::Relaxed) {
-            0 => f64::NAN,
-            ns => ns as f64 / 1e3,
-        }
+        us(&self.srtt_ns)
+    }
+
+    /// Last raw probe RTT in microseconds (NaN before the first probe answer).
+    pub fn raw_rtt_us(&self) -> f64 {
+        us(&self.last_rtt_ns)
+    }
+
+    /// Last net RTT in microseconds (NaN before the first probe answer).
+    pub fn net_rtt_us(&self) -> f64 {
+        us(&self.net_rtt_ns)
+    }
+
+    /// Windowed-minimum net RTT in microseconds (NaN before the first probe answer).
+    pub fn base_rtt_us(&self) -> f64 {
+        us(&self.base_rtt_ns)
+    }
+
+    /// Measured drain rate, bytes per second (NaN: not measured yet).
+    pub fn drain_bytes_per_s(&self) -> f64 {
+        f64::from_bits(self.drain_bits.load(Ordering::Relaxed))
+    }
+}
+
+fn us(a: &AtomicU64) -> f64 {
+    match a.load(Ordering::Relaxed) {
+        0 => f64::NAN,
+        ns => ns as f64 / 1e3,
     }
 }
 
@@ -533,7 +618,10 @@ mod tests {
         let mut run = |p: &mut QpPacer, rtt: Nanos, n: usize| {
             for _ in 0..n {
                 p.on_sent(now, 4096);
-                if let Some(seq) = p.poll_probe(now) {
+                let seq = p.poll_probe(now);
+                // The transfer completes first, then the probe posted behind it.
+                p.on_acked(now + rtt, 4096);
+                if let Some(seq) = seq {
                     p.on_probe_answer(now + rtt, seq, now);
                 }
                 now = now + rtt + Nanos::from_us(10);
@@ -544,6 +632,54 @@ mod tests {
         run(&mut p, Nanos::from_us(500), 100);
         let slow = p.rate_bytes_per_s();
         assert!(slow < fast / 2.0, "{fast} -> {slow}");
+    }
+
+    #[test]
+    fn a_probe_waits_for_the_queue_pair_own_data_and_reports_its_net_rtt() {
+        let a = spec("fixed", &[]).build().unwrap();
+        let mut p = QpPacer::new(&a, Nanos::ZERO);
+        // `fixed` asks for no probe: the report's come every REPORT_PROBE_INTERVAL.
+        let t0 = REPORT_PROBE_INTERVAL;
+        assert_eq!(p.poll_probe(t0 - Nanos(1)), None);
+        let s0 = p.poll_probe(t0).expect("first probe");
+        p.on_probe_answer(t0 + Nanos::from_us(300), s0, t0);
+        // 8 x 128 KiB posted: 1 MiB ahead, the next probe waits.
+        let t = t0 + REPORT_PROBE_INTERVAL;
+        for _ in 0..8 {
+            p.on_sent(t, 128 << 10);
+        }
+        assert_eq!(p.poll_probe(t), None);
+        assert_eq!(p.poll_probe(t + Nanos::from_ms(19)), None);
+        // Held for max_defer (20 ms): it goes behind the 1 MiB, and its sample is not reduced
+        // (the QP posts faster than it drains). They drain at 10 MB/s, one every 13.1 ms.
+        let forced = p.poll_probe(t + Nanos::from_ms(20)).expect("forced");
+        let gap = Nanos::from_secs_f64((128 << 10) as f64 / 10e6);
+        let mut now = t + Nanos::from_us(300) + gap;
+        for _ in 0..8 {
+            p.on_acked(now, 128 << 10);
+            now = now + gap;
+        }
+        p.on_probe_answer(now - gap, forced, t + Nanos::from_ms(20));
+        let s = QueueStats::default();
+        p.publish(&s);
+        assert_eq!(s.raw_rtt_us(), s.net_rtt_us());
+        assert_eq!(s.probes_forced.load(Ordering::Relaxed), 1);
+        // Later, with 64 KiB ahead (a last transfer of that size), the probe goes at once.
+        let now = now + REPORT_PROBE_INTERVAL;
+        p.on_sent(now, 64 << 10);
+        let seq = p.poll_probe(now).expect("64 KiB ahead: sent");
+        // It completes behind the 64 KiB (6.55 ms at the drain rate) and a 300 us path.
+        let done = now + Nanos::from_secs_f64((64 << 10) as f64 / 10e6) + Nanos::from_us(300);
+        p.on_acked(done - Nanos::from_us(1), 64 << 10);
+        p.on_probe_answer(done, seq, now);
+        let s = QueueStats::default();
+        p.publish(&s);
+        assert!((s.raw_rtt_us() - 6853.6).abs() < 1.0, "{}", s.raw_rtt_us());
+        assert!((s.net_rtt_us() - 300.0).abs() < 20.0, "{}", s.net_rtt_us());
+        assert!((s.drain_bytes_per_s() / 10e6 - 1.0).abs() < 0.01);
+        assert_eq!(s.probe_ahead_bytes.load(Ordering::Relaxed), 64 << 10);
+        assert_eq!(s.probes_forced.load(Ordering::Relaxed), 1);
+        assert!((s.base_rtt_ns.load(Ordering::Relaxed) as f64 / 1e3 - 300.0).abs() < 20.0);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use render::{exposed_ranges_text, jobs, jobs_line, progress, render_status};
+pub use render::{exposed_ranges_text, jobs, jobs_line, paced_queues, progress, render_status};
 pub use server::{call, MgmtServer};
 
 /// The longest request line the server reads, newline excluded.
@@ -258,6 +258,20 @@ pub struct QueueStatus {
     /// Smoothed RTT (NaN before the first sample; sent as JSON null).
     #[serde(deserialize_with = "f64_or_null")]
     pub rtt_us: f64,
+    /// Last raw probe RTT, completion − post (NaN: none; absent from older daemons).
+    #[serde(default = "nan", deserialize_with = "f64_or_null")]
+    pub raw_rtt_us: f64,
+    /// Last net RTT: raw less the drain time of the QP's own data queued ahead of the probe,
+    /// what the congestion law sees (NaN: none).
+    #[serde(default = "nan", deserialize_with = "f64_or_null")]
+    pub net_rtt_us: f64,
+    /// Windowed minimum of the net RTT (NaN: none).
+    #[serde(default = "nan", deserialize_with = "f64_or_null")]
+    pub base_rtt_us: f64,
+}
+
+fn nan() -> f64 {
+    f64::NAN
 }
 
 fn yes() -> bool {

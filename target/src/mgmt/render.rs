@@ -240,7 +240,17 @@ fn controller(out: &mut String, c: &ControllerStatus) {
         "  cntlid {}  {} from {}  to {}  {}{}",
         c.cntlid, c.hostnqn, c.host_addr, c.subnqn, kato, auth
     );
-    let mut rows = vec![row(["qid", "depth", "in-flight", "poller", "rate", "rtt"])];
+    let mut rows = vec![row([
+        "qid",
+        "depth",
+        "in-flight",
+        "poller",
+        "rate",
+        "rtt",
+        "raw-rtt",
+        "net-rtt",
+        "base-rtt",
+    ])];
     for q in &c.queues {
         rows.push(vec![
             q.qid.to_string(),
@@ -249,9 +259,39 @@ fn controller(out: &mut String, c: &ControllerStatus) {
             q.poller.to_string(),
             rate(q.rate_bytes_per_s),
             rtt(q.rtt_us),
+            rtt(q.raw_rtt_us),
+            rtt(q.net_rtt_us),
+            rtt(q.base_rtt_us),
         ]);
     }
     table(out, "    ", &rows);
+}
+
+/// The paced queue pairs of every controller, for `raidline cc show`: rate, the raw probe
+/// RTT, the net RTT the law sees, and the base; a line saying so when none is paced.
+pub fn paced_queues(r: &StatusReport) -> String {
+    let mut rows = vec![row([
+        "cntlid", "qid", "rate", "raw-rtt", "net-rtt", "base-rtt",
+    ])];
+    for c in &r.controllers {
+        for q in c.queues.iter().filter(|q| q.rate_bytes_per_s.is_finite()) {
+            rows.push(vec![
+                c.cntlid.to_string(),
+                q.qid.to_string(),
+                rate(q.rate_bytes_per_s),
+                rtt(q.raw_rtt_us),
+                rtt(q.net_rtt_us),
+                rtt(q.base_rtt_us),
+            ]);
+        }
+    }
+    if rows.len() == 1 {
+        return "no paced queue pairs connected".into();
+    }
+    let mut out = String::from("paced queue pairs:\n");
+    table(&mut out, "  ", &rows);
+    out.truncate(out.trim_end().len());
+    out
 }
 
 fn row<const N: usize>(cells: [&str; N]) -> Vec<String> {

@@ -186,6 +186,9 @@ pub(crate) fn sample() -> StatusReport {
                     poller: 0,
                     rate_bytes_per_s: 0.0,
                     rtt_us: 0.0,
+                    raw_rtt_us: 0.0,
+                    net_rtt_us: 0.0,
+                    base_rtt_us: 0.0,
                 },
                 QueueStatus {
                     qid: 1,
@@ -194,6 +197,9 @@ pub(crate) fn sample() -> StatusReport {
                     poller: 1,
                     rate_bytes_per_s: 1.25e9,
                     rtt_us: 18.5,
+                    raw_rtt_us: 2400.0,
+                    net_rtt_us: 21.0,
+                    base_rtt_us: 17.0,
                 },
             ],
         }],
@@ -363,6 +369,18 @@ fn wire_format_is_tagged_json() {
     assert!(text.contains(r#""rtt_us":null"#), "{text}");
     let back: StatusReport = serde_json::from_str(&text).unwrap();
     assert!(back.controllers[0].queues[1].rtt_us.is_nan());
+    // A report from a daemon that predates the net-RTT fields reads them as NaN.
+    let mut old = serde_json::to_value(sample()).unwrap();
+    for k in ["raw_rtt_us", "net_rtt_us", "base_rtt_us"] {
+        old["controllers"][0]["queues"][1]
+            .as_object_mut()
+            .unwrap()
+            .remove(k);
+    }
+    let back: StatusReport = serde_json::from_value(old).unwrap();
+    let q = &back.controllers[0].queues[1];
+    assert!(q.raw_rtt_us.is_nan() && q.net_rtt_us.is_nan() && q.base_rtt_us.is_nan());
+    assert_eq!(q.rtt_us, 18.5);
 }
 
 #[test]

@@ -286,6 +286,9 @@ impl<F: Fabric> Poller<F> {
             return 0;
         };
         p.poll_timers(now);
+        // The probe goes ahead of the transfers released below, not behind them: its RTT
+        // then carries none of their drain time ([`raidline_cc::netrtt`]).
+        self.send_probe(q, now);
         let mut work = 0;
         while let Some((req, status, _)) = q.pacing.waiting.front() {
             let len = write_len(req, *status).unwrap_or(0);
@@ -302,7 +305,6 @@ impl<F: Fabric> Poller<F> {
         if !q.read_wait.is_empty() {
             self.pump_reads(q);
         }
-        self.send_probe(q, now);
         if let Some(t) = q.pacing.pacer.as_ref().and_then(QpPacer::next_timer) {
             q.pacing.wake_at(t.max(now));
         }
@@ -310,7 +312,9 @@ impl<F: Fabric> Poller<F> {
     }
 
     /// Posts the probe the pacer wants, if any: a signaled zero-length RDMA WRITE. A post that
-    /// fails (send queue full, QP breaking) is left to the probe timeout, which retries.
+    /// fails (send queue full, QP breaking) is left to the probe timeout, which retries. A
+    /// probe held back while the QP's own data drains ([`QpPacer::poll_probe`]) is looked at
+    /// again at the next visit: every completion of a paced transfer makes the queue due.
     fn send_probe(&mut self, q: &mut Queue<F>, now: Nanos) {
         let Some(seq) = q.pacing.pacer.as_mut().and_then(|p| p.poll_probe(now)) else {
             return;

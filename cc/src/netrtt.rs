@@ -1,0 +1,498 @@
+//! Net RTT of a live queue pair: a probe's RTT less the time the QP's own data, posted ahead of
+//! the probe and not yet completed, needed to drain.
+//!
+//! A probe is a signaled zero-length RDMA WRITE. An RC send queue completes in order, so the
+//! probe completes only after every transfer posted before it: its raw RTT (completion − post,
+//! on the host clock) holds the local send queue's drain time (on rxe, 8–27 ms behind 128 KiB
+//! transfers) on top of the fabric's round trip and the queues of the network. TIMELY removes a
+//! segment's serialization time (length ÷ line rate) from each sample; the same idea on a QP:
+//!
+//! ```text
+//! net RTT = (completion − post) − ahead ÷ drain
+//! ```
+//!
+//! - `ahead`: bytes of the QP's data transfers posted before the probe and not completed when
+//!   it was posted ([`NetRtt::on_posted`], [`NetRtt::on_completed`]).
+//! - `drain`: the QP's measured drain rate. A completion that follows the previous one while the
+//!   QP stayed backlogged in between (something was outstanding at every instant) departed
+//!   `bytes` in `gap`; the estimate is the ratio of exponentially weighted sums of those bytes
+//!   and gaps (gain [`NetRttConfig::drain_gain`]), so a burst of tiny gaps does not dominate.
+//!   A completion after an idle moment carries its whole round trip, not a departure: it is
+//!   not a drain sample. On rxe this rate is the CPU's, not the link's.
+//! - **Samples are taken when little is queued ahead.** [`NetRtt::probe_allowed`] holds a
+//!   wanted probe back while more than [`NetRttConfig::max_ahead`] bytes are outstanding, so
+//!   the subtraction is small and its error smaller. A QP that never drains that far within
+//!   [`NetRttConfig::max_defer`] sends its probe anyway and the sample keeps its raw RTT (no
+//!   subtraction): the QP posts faster than its data drains, which a congestion law must see
+//!   as queueing, not have subtracted away.
+//! - A paced QP whose transfers are spaced has nothing ahead of a probe posted before its next
+//!   transfer, and then nothing is subtracted: the runtime posts a wanted probe ahead of the
+//!   transfers it releases, not behind them.
+//! - The **base** is a windowed minimum of the net samples ([`NetRttConfig::base_window`], two
+//!   half-window buckets): a path that changes is taken up within a window, a single low
+//!   outlier is forgotten.
+//!
+//! **Error.** With `ahead ≤ max_ahead` and the drain rate estimated within a factor `(1 ± e)`,
+//! the subtracted time is off by at most `max_ahead ÷ drain × e ÷ (1 − e)`: 64 KiB at rxe's
+//! ~10 MB/s in the lab is 6.5 ms of drain, so a 20 % error in the rate is 1.6 ms at worst, and
+//! nothing when nothing is ahead (the common case for a paced QP, whose transfers are spaced).
+//! Where the bottleneck is in the network, the QP's own bytes ahead of the probe are in that
+//! bottleneck's queue too and drain at the QP's share of it: subtracting them removes the
+//! QP's own contribution and leaves the other flows' queue, which is the signal a fair law
+//! needs. A single flow alone on a bottleneck therefore sees little of its own queue unless it
+//! posts faster than the bottleneck drains (then the deferred, unsubtracted samples show it).
+//!
+//! Pure: every call takes `now`; the runtime owns the clock (host clock, or a device's
+//! completion timestamps converted to nanoseconds where a NIC offers them).
+
+use crate::units::Nanos;
+
+/// Settings of the estimator.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NetRttConfig {
+    /// A wanted probe waits while more than this many bytes are outstanding.
+    pub max_ahead: u64,
+    /// ... but not longer than this: then it goes, and its sample is not subtracted.
+    pub max_defer: Nanos,
+    /// Span of the windowed minimum that is the base RTT.
+    pub base_window: Nanos,
+    /// Weight of a new drain sample in the weighted sums, `(0, 1]`.
+    pub drain_gain: f64,
+}
+
+impl Default for NetRttConfig {
+    /// 64 KiB ahead at most (half a 128 KiB transfer), 20 ms of deferral, a 10 s base window
+    /// (BBR's min-RTT window), drain gain 1/8.
+    fn default() -> NetRttConfig {
+        NetRttConfig {
+            max_ahead: 64 << 10,
+            max_defer: Nanos::from_ms(20),
+            base_window: Nanos::from_ms(10_000),
+            drain_gain: 0.125,
+        }
+    }
+}
+
+/// What a probe carried when it was posted ([`NetRtt::probe_posted`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProbeTag {
+    /// Post time.
+    pub sent: Nanos,
+    /// Bytes outstanding ahead of it.
+    pub ahead: u64,
+}
+
+/// One RTT sample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sample {
+    /// Completion − post.
+    pub raw: Nanos,
+    /// Bytes that were ahead of the probe.
+    pub ahead: u64,
+    /// The drain time subtracted (`ahead ÷ drain`; zero for a deferred probe or before the
+    /// first drain estimate).
+    pub drained: Nanos,
+    /// `raw − drained`, at least 1 ns.
+    pub net: Nanos,
+    /// The probe went after [`NetRttConfig::max_defer`] with more than `max_ahead` ahead.
+    pub forced: bool,
+}
+
+/// Windowed minimum over two half-window buckets: the base is the lower of the current and
+/// the previous bucket, so a minimum is kept for between half a window and a whole one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct WindowedMin {
+    half: u64,
+    start: u64,
+    cur: Option<Nanos>,
+    prev: Option<Nanos>,
+}
+
+impl WindowedMin {
+    fn new(window: Nanos) -> WindowedMin {
+        WindowedMin {
+            half: (window.0 / 2).max(1),
+            start: 0,
+            cur: None,
+            prev: None,
+        }
+    }
+
+    fn push(&mut self, now: Nanos, v: Nanos) {
+        let elapsed = now.0.saturating_sub(self.start);
+        if elapsed >= 2 * self.half {
+            self.prev = None;
+            self.cur = None;
+            self.start = now.0;
+        } else if elapsed >= self.half {
+            self.prev = self.cur;
+            self.cur = None;
+            self.start += self.half;
+        }
+        self.cur = Some(self.cur.map_or(v, |c| c.min(v)));
+    }
+
+    fn get(&self) -> Option<Nanos> {
+        match (self.cur, self.prev) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// The estimator of one queue pair.
+#[derive(Clone, Debug)]
+pub struct NetRtt {
+    cfg: NetRttConfig,
+    outstanding: u64,
+    /// When the last completion came, if the QP stayed backlogged since.
+    backlogged_since: Option<Nanos>,
+    /// Weighted sums of drained bytes and of the gaps they took (ns).
+    drain_bytes: f64,
+    drain_ns: f64,
+    /// When a wanted probe was first held back.
+    deferred_since: Option<Nanos>,
+    base: WindowedMin,
+    last: Option<Sample>,
+    samples: u64,
+    forced: u64,
+}
+
+impl NetRtt {
+    /// An estimator with nothing outstanding and no samples.
+    pub fn new(cfg: NetRttConfig) -> NetRtt {
+        NetRtt {
+            cfg,
+            outstanding: 0,
+            backlogged_since: None,
+            drain_bytes: 0.0,
+            drain_ns: 0.0,
+            deferred_since: None,
+            base: WindowedMin::new(cfg.base_window),
+            last: None,
+            samples: 0,
+            forced: 0,
+        }
+    }
+
+    /// `bytes` of data were posted at `now`.
+    pub fn on_posted(&mut self, _now: Nanos, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        if self.outstanding == 0 {
+            // A departure clock starts only at the next completion: this transfer's own
+            // completion carries its round trip.
+            self.backlogged_since = None;
+        }
+        self.outstanding += bytes;
+    }
+
+    /// A transfer of `bytes` completed at `now` (completions come in posting order).
+    pub fn on_completed(&mut self, now: Nanos, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        if let Some(t) = self.backlogged_since {
+            let gap = now.saturating_sub(t).0;
+            if gap > 0 {
+                let g = self.cfg.drain_gain;
+                self.drain_bytes = self.drain_bytes * (1.0 - g) + bytes as f64;
+                self.drain_ns = self.drain_ns * (1.0 - g) + gap as f64;
+            }
+        }
+        self.outstanding = self.outstanding.saturating_sub(bytes);
+        self.backlogged_since = (self.outstanding > 0).then_some(now);
+    }
+
+    /// Everything outstanding is gone (the QP was reset or flushed).
+    pub fn reset_outstanding(&mut self) {
+        self.outstanding = 0;
+        self.backlogged_since = None;
+    }
+
+    /// Whether a wanted probe may be posted at `now` (see the module header); the first
+    /// refusal starts the deferral clock.
+    pub fn probe_allowed(&mut self, now: Nanos) -> bool {
+        if self.outstanding <= self.cfg.max_ahead {
+            return true;
+        }
+        let since = *self.deferred_since.get_or_insert(now);
+        now.saturating_sub(since) >= self.cfg.max_defer
+    }
+
+    /// A probe was posted at `now`: what its answer is measured against.
+    pub fn probe_posted(&mut self, now: Nanos) -> ProbeTag {
+        self.deferred_since = None;
+        ProbeTag {
+            sent: now,
+            ahead: self.outstanding,
+        }
+    }
+
+    /// The probe posted with `tag` completed at `now`: the sample (also kept as the last).
+    pub fn probe_answered(&mut self, now: Nanos, tag: ProbeTag) -> Sample {
+        let raw = now.saturating_sub(tag.sent);
+        let forced = tag.ahead > self.cfg.max_ahead;
+        let drained = match self.drain_rate() {
+            Some(r) if !forced && tag.ahead > 0 => Nanos::from_secs_f64(tag.ahead as f64 / r),
+            _ => Nanos::ZERO,
+        };
+        let net = Nanos(raw.saturating_sub(drained).0.max(1));
+        let s = Sample {
+            raw,
+            ahead: tag.ahead,
+            drained,
+            net,
+            forced,
+        };
+        self.base.push(now, net);
+        self.last = Some(s);
+        self.samples += 1;
+        self.forced += u64::from(forced);
+        s
+    }
+
+    /// The measured drain rate, bytes per second (`None` before the first backlogged
+    /// departure).
+    pub fn drain_rate(&self) -> Option<f64> {
+        (self.drain_ns > 0.0).then(|| self.drain_bytes / self.drain_ns * 1e9)
+    }
+
+    /// The windowed minimum of the net samples.
+    pub fn base(&self) -> Option<Nanos> {
+        self.base.get()
+    }
+
+    /// The last sample.
+    pub fn last(&self) -> Option<Sample> {
+        self.last
+    }
+
+    /// Bytes outstanding now.
+    pub fn outstanding(&self) -> u64 {
+        self.outstanding
+    }
+
+    /// Samples taken, and how many of them were forced (see [`Sample::forced`]).
+    pub fn counts(&self) -> (u64, u64) {
+        (self.samples, self.forced)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A QP model: a FIFO send queue that serializes at `drain` bytes/s (the local queue and
+    /// the QP's share of a bottleneck, as rxe's requester does), then a fixed `path` delay to
+    /// the acknowledgement. Transfers and probes complete in posting order.
+    struct Model {
+        drain: f64,
+        path: Nanos,
+        /// When the serializer is next free.
+        free_at: Nanos,
+    }
+
+    impl Model {
+        /// Completion time of `bytes` posted at `now`.
+        fn post(&mut self, now: Nanos, bytes: u64) -> Nanos {
+            let start = self.free_at.max(now);
+            self.free_at = start + Nanos::from_secs_f64(bytes as f64 / self.drain);
+            self.free_at + self.path
+        }
+    }
+
+    /// Posts `n` transfers back to back at `t`, feeds every completion up to `until`
+    /// (completions are events in time order), and returns the completion times left.
+    fn run(
+        e: &mut NetRtt,
+        m: &mut Model,
+        pending: &mut Vec<(Nanos, u64)>,
+        t: Nanos,
+        n: usize,
+        len: u64,
+    ) {
+        for _ in 0..n {
+            e.on_posted(t, len);
+            pending.push((m.post(t, len), len));
+        }
+    }
+
+    fn complete_until(e: &mut NetRtt, pending: &mut Vec<(Nanos, u64)>, until: Nanos) {
+        pending.sort();
+        while let Some(&(c, len)) = pending.first() {
+            if c > until {
+                break;
+            }
+            e.on_completed(c, len);
+            pending.remove(0);
+        }
+    }
+
+    #[test]
+    fn the_local_queue_is_subtracted_and_the_path_is_left() {
+        // 10 MB/s of drain, 300 us of path (host clock in the lab).
+        let mut m = Model {
+            drain: 10e6,
+            path: Nanos::from_us(300),
+            free_at: Nanos::ZERO,
+        };
+        let mut e = NetRtt::new(NetRttConfig::default());
+        let mut pending = Vec::new();
+        // 16 x 128 KiB posted at once: 2 MiB queued, 210 ms to drain.
+        run(&mut e, &mut m, &mut pending, Nanos::ZERO, 16, 128 << 10);
+        assert!(
+            !e.probe_allowed(Nanos::ZERO),
+            "2 MiB ahead: the probe waits"
+        );
+        // Let half of them drain: the drain rate is measured from the departures.
+        complete_until(&mut e, &mut pending, Nanos::from_ms(105));
+        let r = e.drain_rate().expect("measured");
+        assert!((r / 10e6 - 1.0).abs() < 0.01, "drain {r}");
+        // A probe forced behind a deep queue (held back since 0, longer than max_defer)
+        // keeps its raw RTT.
+        let now = Nanos::from_ms(105);
+        assert!(e.probe_allowed(now));
+        let tag = e.probe_posted(now);
+        let done = m.post(now, 0);
+        complete_until(&mut e, &mut pending, done);
+        let s = e.probe_answered(done, tag);
+        assert!(s.forced && s.drained == Nanos::ZERO && s.net == s.raw);
+        assert!(s.raw > Nanos::from_ms(90), "{s:?}");
+        // One transfer of 32 KiB ahead: subtracted, the path is what is left.
+        let now = done + Nanos::from_ms(1);
+        run(&mut e, &mut m, &mut pending, now, 1, 32 << 10);
+        assert!(e.probe_allowed(now));
+        let tag = e.probe_posted(now);
+        let done = m.post(now, 0);
+        complete_until(&mut e, &mut pending, done);
+        let s = e.probe_answered(done, tag);
+        assert!(!s.forced);
+        assert_eq!(s.ahead, 32 << 10);
+        let raw_expect = (32 << 10) as f64 / 10e6 + 300e-6;
+        assert!((s.raw.as_secs_f64() - raw_expect).abs() < 1e-6, "{s:?}");
+        assert!(
+            (s.net.as_us_f64() - 300.0).abs() < 40.0,
+            "net {} us, raw {} us",
+            s.net.as_us_f64(),
+            s.raw.as_us_f64()
+        );
+        // Nothing ahead: net = raw = path.
+        let now = done + Nanos::from_ms(1);
+        let tag = e.probe_posted(now);
+        let done = m.post(now, 0);
+        let s = e.probe_answered(done, tag);
+        assert_eq!((s.ahead, s.drained), (0, Nanos::ZERO));
+        assert_eq!(s.net, Nanos::from_us(300));
+        assert_eq!(e.base(), Some(Nanos::from_us(300)));
+        assert_eq!(e.counts(), (3, 1));
+    }
+
+    #[test]
+    fn queueing_in_the_path_shows_in_the_net_rtt() {
+        // The same QP, with its path delay growing as another flow fills a shared queue:
+        // the net RTT follows the path, the drain subtraction does not hide it.
+        let mut m = Model {
+            drain: 10e6,
+            path: Nanos::from_us(300),
+            free_at: Nanos::ZERO,
+        };
+        let mut e = NetRtt::new(NetRttConfig::default());
+        let mut pending = Vec::new();
+        let mut t = Nanos::ZERO;
+        let mut nets = Vec::new();
+        for step in 0..40u64 {
+            // A paced QP: two 32 KiB transfers every 12 ms (5.5 MB/s, under the drain rate;
+            // the second departs behind the first: a drain sample).
+            m.path = Nanos::from_us(300 + 100 * step);
+            run(&mut e, &mut m, &mut pending, t, 2, 32 << 10);
+            // Probe right after them: 64 KiB ahead, within max_ahead.
+            assert!(e.probe_allowed(t));
+            let tag = e.probe_posted(t);
+            let done = m.post(t, 0);
+            complete_until(&mut e, &mut pending, done);
+            let s = e.probe_answered(done, tag);
+            nets.push((m.path, s));
+            t = t + Nanos::from_ms(12);
+            complete_until(&mut e, &mut pending, t);
+        }
+        // Once the drain rate is known (from the first period's second departure), each net
+        // sample is the path within 1 ms (the 64 KiB ahead is 6.5 ms of drain).
+        for (path, s) in &nets[1..] {
+            let err = s.net.as_us_f64() - path.as_us_f64();
+            assert!(
+                err.abs() < 1000.0,
+                "path {path} net {} raw {}",
+                s.net,
+                s.raw
+            );
+            assert!(s.raw > s.net);
+        }
+        // The rise of 3.5 ms in the path is seen whole in the net RTT.
+        let first = nets[1].1.net.as_us_f64();
+        let last = nets[39].1.net.as_us_f64();
+        assert!((last - first - 3800.0).abs() < 500.0, "{first} -> {last}");
+        assert_eq!(e.counts().1, 0, "no probe was forced");
+    }
+
+    #[test]
+    fn a_departure_after_idle_is_not_a_drain_sample() {
+        let mut e = NetRtt::new(NetRttConfig::default());
+        // One transfer at a time, each completing 5 ms after its post: no backlog, no rate.
+        for i in 0..10u64 {
+            let t = Nanos::from_ms(10 * i);
+            e.on_posted(t, 4096);
+            e.on_completed(t + Nanos::from_ms(5), 4096);
+        }
+        assert_eq!(e.drain_rate(), None);
+        assert_eq!(e.outstanding(), 0);
+        // Two in flight: the second's departure 1 ms after the first is a sample of 4 MB/s.
+        e.on_posted(Nanos::from_ms(200), 4096);
+        e.on_posted(Nanos::from_ms(200), 4096);
+        e.on_completed(Nanos::from_ms(205), 4096);
+        e.on_completed(Nanos::from_ms(206), 4096);
+        let r = e.drain_rate().unwrap();
+        assert!((r - 4.096e6).abs() < 1.0, "{r}");
+        // Before a drain rate is known nothing is subtracted.
+        let mut f = NetRtt::new(NetRttConfig::default());
+        f.on_posted(Nanos::ZERO, 4096);
+        let tag = f.probe_posted(Nanos::ZERO);
+        let s = f.probe_answered(Nanos::from_us(700), tag);
+        assert_eq!((s.drained, s.net), (Nanos::ZERO, Nanos::from_us(700)));
+    }
+
+    #[test]
+    fn deferral_ends_after_max_defer() {
+        let cfg = NetRttConfig {
+            max_defer: Nanos::from_ms(20),
+            ..NetRttConfig::default()
+        };
+        let mut e = NetRtt::new(cfg);
+        e.on_posted(Nanos::ZERO, 1 << 20);
+        assert!(!e.probe_allowed(Nanos::from_ms(1)));
+        assert!(!e.probe_allowed(Nanos::from_ms(20)));
+        assert!(e.probe_allowed(Nanos::from_ms(21)));
+        let tag = e.probe_posted(Nanos::from_ms(21));
+        assert_eq!(tag.ahead, 1 << 20);
+        // The clock starts again for the next probe.
+        assert!(!e.probe_allowed(Nanos::from_ms(22)));
+    }
+
+    #[test]
+    fn the_base_is_a_windowed_minimum() {
+        let mut w = WindowedMin::new(Nanos::from_ms(10));
+        w.push(Nanos::ZERO, Nanos::from_us(100));
+        w.push(Nanos::from_ms(1), Nanos::from_us(300));
+        assert_eq!(w.get(), Some(Nanos::from_us(100)));
+        // Into the second half-window: the first bucket still counts.
+        w.push(Nanos::from_ms(6), Nanos::from_us(400));
+        assert_eq!(w.get(), Some(Nanos::from_us(100)));
+        // A third half-window: the 100 us of the first is forgotten.
+        w.push(Nanos::from_ms(11), Nanos::from_us(500));
+        assert_eq!(w.get(), Some(Nanos::from_us(400)));
+        // A long silence forgets everything.
+        w.push(Nanos::from_ms(100), Nanos::from_us(900));
+        assert_eq!(w.get(), Some(Nanos::from_us(900)));
+    }
+}
