@@ -220,6 +220,8 @@ pub struct QpGauges {
     pub base_rtt_seconds: f64,
     /// Commands in flight.
     pub in_flight: u32,
+    /// Payload bytes moved with RDMA READ and WRITE.
+    pub bytes: u64,
 }
 
 /// The control plane's gauges for one scrape: plain data, no locks held while rendering.
@@ -277,6 +279,7 @@ impl Snapshot {
                     net_rtt_seconds: q.net_rtt_us / 1e6,
                     base_rtt_seconds: q.base_rtt_us / 1e6,
                     in_flight: q.in_flight,
+                    bytes: q.bytes,
                 })
             })
             .collect();
@@ -702,6 +705,16 @@ fn render_queues(w: &mut Exposition, queues: &[QpGauges]) {
         qp,
         |q| Value::Int(u64::from(q.in_flight)),
     );
+    w.per(
+        (
+            "raidline_qp_bytes_total",
+            "counter",
+            "Payload bytes the queue pair moved with RDMA READ and WRITE since it connected.",
+        ),
+        queues,
+        qp,
+        |q| Value::Int(q.bytes),
+    );
 }
 
 #[cfg(test)]
@@ -935,6 +948,7 @@ mod tests {
             qid,
             depth: 128,
             in_flight: 3,
+            bytes: 1 << 20,
             poller: 0,
             rate_bytes_per_s: rate,
             rtt_us,
@@ -1154,6 +1168,10 @@ mod tests {
         assert_eq!(
             get("raidline_qp_in_flight", &[("cntlid", "3"), ("qid", "0")]),
             3.0
+        );
+        assert_eq!(
+            get("raidline_qp_bytes_total", &[("cntlid", "3"), ("qid", "1")]),
+            1048576.0
         );
         assert!(text.contains("raidline_qp_rtt_seconds{cntlid=\"3\",qid=\"0\"} NaN\n"));
     }

@@ -894,6 +894,7 @@ impl Management for Api {
                             depth: load(|s| s.depth.load(Ordering::Relaxed))
                                 .min(u32::from(u16::MAX)) as u16,
                             in_flight: load(|s| s.in_flight.load(Ordering::Relaxed)),
+                            bytes: st.map_or(0, |s| s.bytes.load(Ordering::Relaxed)),
                             poller: *poller as u32,
                             rate_bytes_per_s: st.map_or(f64::NAN, |s| s.rate_bytes_per_s()),
                             rtt_us: st.map_or(f64::NAN, |s| s.rtt_us()),

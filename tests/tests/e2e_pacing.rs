@@ -200,6 +200,8 @@ fn fixed_rate_is_held_changed_at_run_time_and_reported() {
         "{io:?}"
     );
     assert_eq!(io.depth, 32);
+    // Every read moved its 16 KiB with RDMA WRITE, counted on the queue pair.
+    assert!(io.bytes >= 100 * 16384, "{io:?}");
     let admin = queues
         .iter()
         .find(|q| q.qid == 0)

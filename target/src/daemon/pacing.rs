@@ -378,6 +378,8 @@ pub struct QueueStats {
     pub depth: AtomicU32,
     /// Commands received and not yet answered.
     pub in_flight: AtomicU32,
+    /// Payload bytes the queue pair moved with RDMA READ and WRITE (paced or not).
+    pub bytes: AtomicU64,
     /// Pacer rate in bytes per second as `f64` bits (NaN: not paced).
     pub rate_bits: AtomicU64,
     /// Smoothed probe RTT, ns (0: no sample yet).
@@ -413,6 +415,7 @@ impl Default for QueueStats {
             qid: AtomicU32::new(0),
             depth: AtomicU32::new(0),
             in_flight: AtomicU32::new(0),
+            bytes: AtomicU64::new(0),
             rate_bits: AtomicU64::new(f64::NAN.to_bits()),
             srtt_ns: AtomicU64::new(0),
             last_rtt_ns: AtomicU64::new(0),

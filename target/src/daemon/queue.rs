@@ -156,6 +156,8 @@ pub(crate) struct QueuePacing {
     pub stats: Arc<QueueStats>,
     /// Receives posted when the queue arrived (its depth), for the in-flight count.
     pub recvs: usize,
+    /// Payload bytes posted as RDMA READ or WRITE since the queue arrived.
+    pub bytes: u64,
 }
 
 impl QueuePacing {

@@ -250,6 +250,10 @@ pub struct QueueStatus {
     pub depth: u16,
     /// Commands in flight.
     pub in_flight: u32,
+    /// Payload bytes moved with RDMA READ and WRITE since the queue connected (0 from older
+    /// daemons).
+    #[serde(default)]
+    pub bytes: u64,
     /// Poller thread serving it.
     pub poller: u32,
     /// Pacer rate (NaN when unknown; sent as JSON null).

@@ -181,6 +181,7 @@ impl<F: Fabric> Poller<F> {
         if len == 0 {
             return;
         }
+        q.pacing.bytes += len;
         if let Some(p) = q.pacing.pacer.as_mut() {
             let now = self.pace.now();
             p.on_sent(now, len);
@@ -355,6 +356,7 @@ impl<F: Fabric> Poller<F> {
             s.cntlid.store(u32::from(q.cntlid), Ordering::Relaxed);
             let in_flight = q.pacing.recvs.saturating_sub(q.posted_recvs) + q.srq_held;
             s.in_flight.store(in_flight as u32, Ordering::Relaxed);
+            s.bytes.store(q.pacing.bytes, Ordering::Relaxed);
             if let Some(p) = &q.pacing.pacer {
                 p.publish(s);
             }

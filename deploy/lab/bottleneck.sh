@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# Pacing at a real bottleneck (issue 17), both guests of a --pair run:
+#
+#   deploy/lab/run --pair --drives 4 --timeout 1500 -- bash deploy/lab/bottleneck.sh
+#
+# The target guest limits its egress with tc (a tbf: BN_RATE, a deep queue of BN_LIMIT bytes),
+# so the RoCEv2 frames carrying read data queue there, then serves the RAID-5 with raidline. The
+# initiator connects twice to the same subsystem under two host NQNs (native multipath,
+# round-robin: with 2 vCPUs each controller has 2 I/O queues, so 4 queue pairs carry the data)
+# and streams 128 KiB reads at QD16 from 2 fio jobs for BN_SECS, while ping measures the RTT
+# across the bottleneck. One phase per algorithm in BN_ALGOS ("off" first): raidline restarts
+# with that [cc] section (BN_PARAMS_<algo with - as _> adds "name = value" lines to its
+# [cc.params]).
+#
+# Per phase it prints: throughput, ping p50/p99 unloaded and under load, the bytes each I/O
+# queue pair moved (raidline status) and their Jain index, rxe's retransmit and sequence-error
+# counters on both sides, and the tbf's drops and backlog; then an off/on table. With
+# BN_CHECK=1 it exits 1 when the bounds of issue 17 item 3 fail (off: ping rises >= 10x; with a
+# law: retransmits 0, throughput >= 0.9 x off, Jain >= 0.9, ping p99 below off's p50).
+set -euo pipefail
+. "$LAB_DIR/guest/lib.sh"
+
+nqn=nqn.2026-11.io.raidline:array0
+rate=${BN_RATE:-40mbit}
+limit=${BN_LIMIT:-4000000}
+secs=${BN_SECS:-20}
+algos=${BN_ALGOS:-off rtt-aimd}
+bin=${RAIDLINE_BIN:-$LAB_DIR/../../build/release/raidline}
+sock=/run/raidline/raidline.sock
+out=$LAB_RUN/bottleneck
+mkdir -p "$out"
+
+counters() { lab_rxe_counters | tr '\n' ' '; }
+
+lab_rxe_up eth0
+if [ "$LAB_ROLE" = target ]; then
+  tc qdisc replace dev eth0 root tbf rate "$rate" burst 16kb limit "$limit"
+  lab_log "egress bottleneck: $(tc qdisc show dev eth0)"
+  i=0
+  for algo in $algos; do
+    i=$((i + 1))
+    extra=$out/cc-$algo.toml
+    : > "$extra"
+    if [ "$algo" != off ]; then
+      var=BN_PARAMS_${algo//-/_}
+      printf '[cc]\nalgorithm = "%s"\n[cc.params]\n%s\n' "$algo" "$(printf '%s' "${!var:-}" | tr ';' '\n')" > "$extra"
+    fi
+    "$LAB_DIR/raidline.sh" start --addr "$LAB_IP" --nqn "$nqn" --bin "$bin" --append "$extra"
+    echo "target-rxe-before-$i $(counters)" > "$out/target-$i.txt"
+    tc -s qdisc show dev eth0 > "$out/tc-before-$i.txt"
+    lab_signal "ready-$i"
+    lab_wait "loaded-$i" 900
+    "$bin" status --json --socket "$sock" > "$LAB_RUN/sync/status-$i.json"
+    "$bin" cc show --socket "$sock" > "$out/cc-show-$i.txt" 2>&1 || true
+    lab_signal "status-$i"
+    lab_wait "done-$i" 300
+    echo "target-rxe-after-$i $(counters)" >> "$out/target-$i.txt"
+    tc -s qdisc show dev eth0 >> "$out/target-$i.txt"
+    cp "$out/target-$i.txt" "$LAB_RUN/sync/target-$i.txt"
+    "$LAB_DIR/raidline.sh" stop
+    lab_signal "stopped-$i"
+  done
+  lab_log "bottleneck (serving side): done"
+  exit 0
+fi
+
+[ "$LAB_ROLE" = initiator ] || lab_fail "run with deploy/lab/run --pair"
+lab_modules nvme-rdma
+lab_nvme_timeouts 30
+lab_hostnqn
+peer=$LAB_PEER_IP
+
+# p50 and p99 of ping's RTTs (ms) in file $1.
+ping_stats() {
+  python3 - "$1" <<'EOF'
+import re, sys
+v = sorted(float(m) for m in re.findall(r"time=([0-9.]+)", open(sys.argv[1]).read()))
+if not v:
+    print("nan nan"); sys.exit()
+q = lambda p: v[min(len(v) - 1, int(p * len(v)))]
+print(f"{q(0.5):.2f} {q(0.99):.2f}")
+EOF
+}
+
+i=0
+table=$out/table.txt
+printf '%-10s %9s %9s %9s %9s %9s %6s %8s %8s\n' algo MB/s ping50 ping99 idle50 idle99 jain retrans seq_err > "$table"
+for algo in $algos; do
+  i=$((i + 1))
+  lab_wait "ready-$i" 600
+  for h in a b; do
+    nvme connect -t rdma -a "$peer" -s 4420 -n "$nqn" \
+      --hostnqn="nqn.2014-08.org.nvmexpress:uuid:0000000$i-bbbb-4000-8000-00000000000$h" \
+      --hostid="0000000$i-bbbb-4000-8000-00000000000$h" >/dev/null
+  done
+  dev=$(lab_nvme_dev "$nqn" 30)
+  for p in /sys/class/nvme-subsystem/*/iopolicy; do
+    grep -q "$nqn" "$(dirname "$p")/subsysnqn" && echo round-robin > "$p"
+  done
+  ping -c 20 -i 0.1 "$peer" > "$out/ping-idle-$i.txt" || true
+  rx_before=$(counters)
+  ping -c $((secs * 5)) -i 0.2 "$peer" > "$out/ping-load-$i.txt" &
+  pp=$!
+  fio --name=bn --filename="$dev" --ioengine=libaio --direct=1 --rw=randread --bs=128k \
+    --iodepth=16 --numjobs=2 --cpus_allowed_policy=split --cpus_allowed=0-1 --size=2g \
+    --time_based --runtime="$secs" --eta=never --output-format=json > "$out/fio-$i.json" &
+  fp=$!
+  sleep $((secs * 3 / 4))
+  lab_signal "loaded-$i"
+  lab_wait "status-$i" 120
+  wait "$fp"
+  wait "$pp" || true
+  rx_after=$(counters)
+  lab_signal "done-$i"
+  nvme disconnect -n "$nqn" >/dev/null
+  lab_wait "stopped-$i" 300
+  cp "$LAB_RUN/sync/status-$i.json" "$LAB_RUN/sync/target-$i.txt" "$out/"
+  read -r p50 p99 < <(ping_stats "$out/ping-load-$i.txt")
+  read -r i50 i99 < <(ping_stats "$out/ping-idle-$i.txt")
+  row=$(python3 - "$out/fio-$i.json" "$out/status-$i.json" "$out/target-$i.txt" <<'EOF'
+import json, re, sys
+fio = json.load(open(sys.argv[1]))
+mbs = sum(j["read"]["bw_bytes"] for j in fio["jobs"]) / 1e6
+st = json.load(open(sys.argv[2]))
+# bytes moved by each I/O queue pair while loaded (RDMA READ + WRITE payload)
+x = [q.get("bytes", 0) for c in st["controllers"] for q in c["queues"] if q["qid"] != 0]
+x = [v for v in x if v is not None]
+jain = (sum(x) ** 2 / (len(x) * sum(v * v for v in x))) if x and sum(x) else float("nan")
+t = open(sys.argv[3]).read()
+def delta(name):
+    b = re.search(r"before-\d+ .*?\b" + name + r" (\d+)", t)
+    a = re.search(r"after-\d+ .*?\b" + name + r" (\d+)", t)
+    return int(a.group(1)) - int(b.group(1)) if a and b else -1
+print(f"{mbs:.2f} {jain:.3f} {delta('completer_retry_err')} {delta('rcvd_seq_err')} {len(x)}")
+EOF
+)
+  read -r mbs jain retr seqe nq <<< "$row"
+  printf '%-10s %9s %9s %9s %9s %9s %6s %8s %8s\n' "$algo" "$mbs" "$p50" "$p99" "$i50" "$i99" "$jain" "$retr" "$seqe" >> "$table"
+  lab_log "phase $i ($algo): $mbs MB/s over $nq queue pairs, ping p50/p99 $p50/$p99 ms (idle $i50/$i99), Jain $jain, target retransmits $retr, seq errors $seqe"
+  echo "initiator rxe: before $rx_before / after $rx_after"
+  cat "$out/target-$i.txt"
+  [ ! -s "$out/cc-show-$i.txt" ] || cat "$out/cc-show-$i.txt" 2>/dev/null || true
+done
+echo "== bottleneck $rate, queue limit $limit bytes, 128 KiB random reads QD16 x 2 jobs, $secs s"
+cat "$table"
+if [ "${BN_CHECK:-0}" = 1 ]; then
+  python3 - "$table" <<'EOF'
+import sys
+rows = [l.split() for l in open(sys.argv[1]).read().splitlines()[1:]]
+off = next(r for r in rows if r[0] == "off")
+ok = float(off[2]) >= 10 * float(off[4])
+print(f"off: ping p50 {off[2]} ms vs idle {off[4]} ms: {'rises >= 10x' if ok else 'does NOT rise 10x'}")
+for r in rows:
+    if r[0] == "off":
+        continue
+    checks = {
+        "throughput >= 0.9 x off": float(r[1]) >= 0.9 * float(off[1]),
+        "Jain >= 0.9": float(r[6]) >= 0.9,
+        "retransmits 0": int(r[7]) == 0,
+        "ping p99 below off's p50": float(r[3]) < float(off[2]),
+    }
+    for k, v in checks.items():
+        print(f"{r[0]}: {k}: {'PASS' if v else 'FAIL'}")
+        ok = ok and v
+sys.exit(0 if ok else 1)
+EOF
+fi
