@@ -3,6 +3,10 @@
 #
 #   deploy/lab/run --pair --drives 4 --timeout 1500 -- bash deploy/lab/bottleneck.sh
 #
+# or in one guest, without a bottleneck (the cost of a law where nothing is congested):
+#
+#   deploy/lab/run --drives 4 --timeout 900 --env BN_RATE=none -- bash deploy/lab/bottleneck.sh
+#
 # The target guest limits its egress with tc (a tbf: BN_RATE, a deep queue of BN_LIMIT bytes),
 # so the RoCEv2 frames carrying read data queue there, then serves the RAID-5 with raidline. The
 # initiator connects twice to the same subsystem under two host NQNs (native multipath,
@@ -33,10 +37,12 @@ mkdir -p "$out"
 counters() { lab_rxe_counters | tr '\n' ' '; }
 
 lab_rxe_up eth0
-if [ "$LAB_ROLE" = target ]; then
-  tc qdisc replace dev eth0 root tbf rate "$rate" burst 16kb limit "$limit"
-  lab_log "egress bottleneck: $(tc qdisc show dev eth0)"
-  i=0
+serve() {
+  if [ "$rate" != none ]; then
+    tc qdisc replace dev eth0 root tbf rate "$rate" burst 16kb limit "$limit"
+    lab_log "egress bottleneck: $(tc qdisc show dev eth0)"
+  fi
+  local i=0 algo extra var
   for algo in $algos; do
     i=$((i + 1))
     extra=$out/cc-$algo.toml
@@ -61,14 +67,18 @@ if [ "$LAB_ROLE" = target ]; then
     lab_signal "stopped-$i"
   done
   lab_log "bottleneck (serving side): done"
-  exit 0
-fi
+}
 
-[ "$LAB_ROLE" = initiator ] || lab_fail "run with deploy/lab/run --pair"
+case "$LAB_ROLE" in
+  target) serve; exit 0 ;;
+  initiator) peer=$LAB_PEER_IP ;;
+  # One guest: rxe loops back, no wire and no tbf in the path (BN_RATE=none): the cost of a
+  # law where nothing is congested.
+  solo) peer=$LAB_IP; lab_modules nvme-rdma; serve > "$out/serve.log" 2>&1 & ;;
+esac
 lab_modules nvme-rdma
 lab_nvme_timeouts 30
 lab_hostnqn
-peer=$LAB_PEER_IP
 
 # p50 and p99 of ping's RTTs (ms) in file $1.
 ping_stats() {
@@ -88,10 +98,11 @@ printf '%-10s %9s %9s %9s %9s %9s %6s %8s %8s\n' algo MB/s ping50 ping99 idle50 
 for algo in $algos; do
   i=$((i + 1))
   lab_wait "ready-$i" 600
+  # Straight to the kernel: nvme-cli refuses a second controller to the same address and
+  # subsystem ("already connected"), whatever the host NQN.
   for h in a b; do
-    nvme connect -t rdma -a "$peer" -s 4420 -n "$nqn" \
-      --hostnqn="nqn.2014-08.org.nvmexpress:uuid:0000000$i-bbbb-4000-8000-00000000000$h" \
-      --hostid="0000000$i-bbbb-4000-8000-00000000000$h" >/dev/null
+    echo "transport=rdma,traddr=$peer,trsvcid=4420,nqn=$nqn,duplicate_connect,hostnqn=nqn.2014-08.org.nvmexpress:uuid:0000000$i-bbbb-4000-8000-00000000000$h,hostid=0000000$i-bbbb-4000-8000-00000000000$h" \
+      > /dev/nvme-fabrics
   done
   dev=$(lab_nvme_dev "$nqn" 30)
   for p in /sys/class/nvme-subsystem/*/iopolicy; do

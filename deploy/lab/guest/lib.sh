@@ -16,7 +16,10 @@ lab_modules() {
   for m in "$@"; do modprobe "$m" || { lab_fail "modprobe $m"; return 1; }; done
   # configfs is a module in Debian's kernel: mount it once it is there.
   if [ -d /sys/kernel/config ] && ! mountpoint -q /sys/kernel/config; then
-    mount -t configfs configfs /sys/kernel/config || { lab_fail "cannot mount configfs"; return 1; }
+    # Another process of the same guest may mount it first (a script serving and connecting
+    # at once): mounted is what counts.
+    mount -t configfs configfs /sys/kernel/config 2>/dev/null || mountpoint -q /sys/kernel/config ||
+      { lab_fail "cannot mount configfs"; return 1; }
   fi
 }
 
