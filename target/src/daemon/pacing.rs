@@ -380,6 +380,8 @@ pub struct QueueStats {
     pub in_flight: AtomicU32,
     /// Payload bytes the queue pair moved with RDMA READ and WRITE (paced or not).
     pub bytes: AtomicU64,
+    /// RDMA WRITEs of read data posted as paced chunks ahead of their response's last one.
+    pub paced_chunks: AtomicU64,
     /// Pacer rate in bytes per second as `f64` bits (NaN: not paced).
     pub rate_bits: AtomicU64,
     /// Smoothed probe RTT, ns (0: no sample yet).
@@ -416,6 +418,7 @@ impl Default for QueueStats {
             depth: AtomicU32::new(0),
             in_flight: AtomicU32::new(0),
             bytes: AtomicU64::new(0),
+            paced_chunks: AtomicU64::new(0),
             rate_bits: AtomicU64::new(f64::NAN.to_bits()),
             srtt_ns: AtomicU64::new(0),
             last_rtt_ns: AtomicU64::new(0),

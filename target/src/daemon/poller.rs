@@ -632,6 +632,10 @@ impl<F: Fabric> Poller<F> {
                     role: q.proto.role(),
                     reason: q.close_reason.clone().unwrap_or_default(),
                 });
+                let late = std::mem::take(&mut q.pacing.late);
+                // The QP goes with the queue: nothing reads those buffers any more.
+                drop(q);
+                self.late_responses(late);
             }
         }
     }
@@ -731,6 +735,7 @@ impl<F: Fabric> Poller<F> {
             remote: None,
             zeroed: false,
             paced_len: 0,
+            chunked: 0,
             flush_nss: VecDeque::new(),
         };
         let req = match self.spare_reqs.pop() {
@@ -1722,7 +1727,8 @@ impl<F: Fabric> Poller<F> {
                 };
                 cqes[n] = cqe;
                 datas[n] = data;
-                req.paced_len = paced_len(&data);
+                // The pacer's chunks, if any, are acknowledged with the response.
+                req.paced_len = paced_len(&data) + req.chunked as u64;
                 let len = if data.is_some() { 2 } else { 1 };
                 // A response with no data needs no completion: its capsule goes inline,
                 // nothing of the request stays in use by the device. Unsignaled, its
@@ -1855,9 +1861,22 @@ impl<F: Fabric> Poller<F> {
             },
             _ => None,
         };
+        // Chunks already posted by the pacer: the last RDMA WRITE carries the rest.
+        let done = req.chunked as u64;
         Some((
             cqe,
-            write_back.zip(sge).map(|((remote, _), s)| (remote, [s])),
+            write_back.zip(sge).map(|((remote, _), s)| {
+                let rest = RemoteBuf {
+                    addr: remote.addr + done,
+                    ..remote
+                };
+                let s = Sge {
+                    addr: s.addr + done,
+                    length: s.length - done as u32,
+                    ..s
+                };
+                (rest, [s])
+            }),
         ))
     }
 

@@ -112,6 +112,9 @@ pub(crate) struct Req {
     /// Bytes charged to the pacer when its RDMA READ or WRITE was posted (acknowledged back
     /// when that work request completes).
     pub paced_len: u64,
+    /// Bytes of `write_back` already posted as paced chunks ahead of the response's last
+    /// RDMA WRITE (see `poller::pace`).
+    pub chunked: usize,
     /// The namespaces a Flush (or a FUA write's flush) has still to flush, in order. Kept with
     /// its capacity when the request's box serves the next command: no allocation per flush.
     pub flush_nss: VecDeque<usize>,
@@ -158,6 +161,12 @@ pub(crate) struct QueuePacing {
     pub recvs: usize,
     /// Payload bytes posted as RDMA READ or WRITE since the queue arrived.
     pub bytes: u64,
+    /// Read data chunks posted ahead of their response (see `poller::pace`).
+    pub chunks: u64,
+    /// Responses of a closing queue whose data was partly posted in chunks: recycled only
+    /// once the queue's QP is destroyed (the device may still read their buffers).
+    #[allow(clippy::vec_box)] // boxed as everywhere: recycled boxes serve the next commands
+    pub late: Vec<Box<Req>>,
 }
 
 impl QueuePacing {

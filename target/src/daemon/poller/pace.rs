@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use raidline_cc::pacer::Readiness;
 use raidline_cc::probe::ProbeSeq;
 use raidline_cc::Nanos;
-use raidline_fabric::{Fabric, Payload, RemoteBuf, SendOp, SendWr, WrId};
+use raidline_fabric::{Fabric, FabricError, Payload, RemoteBuf, SendOp, SendWr, Sge, WrId};
 use raidline_proto::Status;
 
 use super::super::pacing::{QpPacer, QueueStats, PARAM_CHECK};
@@ -26,6 +26,12 @@ use super::Poller;
 const PUBLISH_EVERY: Nanos = Nanos::from_ms(20);
 /// When the algorithm stopped the flow (rate 0), look again this much later.
 const STOPPED_RETRY: Nanos = Nanos::from_ms(1);
+
+/// A paced queue's read data leaves in RDMA WRITEs of at most this many bytes, each waiting for
+/// its tokens. A work request leaves the device as one burst: a whole 128 KiB transfer is 26 ms
+/// of a 40 Mbit/s bottleneck, so pacing whole transfers left a fair-share `fixed` allocation
+/// with a 27.5 ms queue in the lab (README, "At a real bottleneck").
+pub(super) const PACE_CHUNK: u64 = 16 << 10;
 
 /// The poller's pacing clock and bookkeeping.
 pub(crate) struct PollerPacing {
@@ -106,14 +112,30 @@ impl<F: Fabric> Poller<F> {
         lock(&self.shared.queue_stats).remove(&q.conn);
     }
 
-    /// Recycles the waiting responses of closing queues.
+    /// Recycles responses whose chunks a retired queue's device may have been reading: call
+    /// with what [`Self::drop_paced_of_closing`] kept, once the queue (and its QP) is dropped.
+    #[allow(clippy::vec_box)] // the boxes go back to the spare pool as they are
+    pub(super) fn late_responses(&mut self, late: Vec<Box<Req>>) {
+        for r in late {
+            self.recycle(r);
+        }
+    }
+
+    /// Recycles the waiting responses of closing queues. One whose data is partly posted in
+    /// chunks stays with the queue (no longer counted in `elsewhere`, so the queue can be
+    /// reaped): the device may still read its buffer until the QP is destroyed, so it is
+    /// recycled only then ([`Self::late_responses`]).
     pub(super) fn drop_paced_of_closing(&mut self) {
         let mut dropped = Vec::new();
         for q in self.queues.values_mut() {
             if q.closing {
                 while let Some((req, _, _)) = q.pacing.waiting.pop_front() {
                     q.elsewhere -= 1;
-                    dropped.push(req);
+                    if req.chunked > 0 {
+                        q.pacing.late.push(req);
+                    } else {
+                        dropped.push(req);
+                    }
                 }
             }
         }
@@ -154,18 +176,21 @@ impl<F: Fabric> Poller<F> {
     }
 
     /// Whether a response must wait for the bucket; if so it is queued on `q` and `None`
-    /// comes back.
+    /// comes back. Its data goes in [`PACE_CHUNK`]s as the tokens allow ([`Self::advance`]);
+    /// the response itself, with the last chunk, once that may go too.
     pub(super) fn pace_response(
         &mut self,
         q: &mut Queue<F>,
-        req: Box<Req>,
+        mut req: Box<Req>,
         status: Status,
         result: u64,
     ) -> Option<Box<Req>> {
         let Some(len) = write_len(&req, status) else {
             return Some(req);
         };
-        if q.pacing.pacer.is_none() || (q.pacing.waiting.is_empty() && self.pace_gate(q, len)) {
+        if q.pacing.pacer.is_none()
+            || (q.pacing.waiting.is_empty() && self.advance(q, &mut req, len))
+        {
             return Some(req);
         }
         if let Some(p) = q.pacing.pacer.as_mut() {
@@ -174,6 +199,72 @@ impl<F: Fabric> Poller<F> {
         q.elsewhere += 1;
         q.pacing.waiting.push_back((req, status, result));
         None
+    }
+
+    /// Posts the chunks of `req`'s `len` bytes of read data that the bucket lets go now, each
+    /// an unsignaled RDMA WRITE (the response's signaled SEND completes them all); whether the
+    /// rest, at most one chunk, may go now with the response. A chunk is posted only while
+    /// the send queue keeps room for the response's last two work requests, so unsignaled
+    /// chunks never fill it with nothing signaled behind them; short of room, the rest goes
+    /// whole with the response.
+    fn advance(&mut self, q: &mut Queue<F>, req: &mut Req, len: u64) -> bool {
+        while len - req.chunked as u64 > PACE_CHUNK && q.ep.sq_in_use() + 3 <= q.ep.sq_depth() {
+            if !self.pace_gate(q, PACE_CHUNK) {
+                return false;
+            }
+            if !self.post_chunk(q, req) {
+                return false;
+            }
+        }
+        self.pace_gate(q, len - req.chunked as u64)
+    }
+
+    /// Posts the next [`PACE_CHUNK`] of `req`'s read data; false when it could not be (the
+    /// queue is closing, or its send queue is full: looked at again soon).
+    fn post_chunk(&mut self, q: &mut Queue<F>, req: &mut Req) -> bool {
+        let (Some((remote, _)), Some(buf)) = (req.write_back, req.data.as_ref()) else {
+            return false;
+        };
+        let off = req.chunked;
+        let sge = match self.pool.sge(buf, off + PACE_CHUNK as usize) {
+            Ok(s) => s,
+            Err(e) => {
+                q.close(format!("pool buffer not registered: {e}"));
+                return false;
+            }
+        };
+        let sges = [Sge {
+            addr: sge.addr + off as u64,
+            length: PACE_CHUNK as u32,
+            ..sge
+        }];
+        let mut wr = [SendWr {
+            wr_id: WrId(0),
+            op: SendOp::RdmaWrite(RemoteBuf {
+                addr: remote.addr + off as u64,
+                ..remote
+            }),
+            payload: Payload::Sges(&sges),
+            signaled: false,
+        }];
+        match q.ep.post_send_unsignaled(&mut wr) {
+            Ok(()) => {
+                req.chunked += PACE_CHUNK as usize;
+                q.pacing.chunks += 1;
+                self.pace_sent(q, PACE_CHUNK);
+                true
+            }
+            Err(e) if e.posted == 0 && matches!(e.error, FabricError::QueueFull { .. }) => {
+                let t = self.pace.now() + STOPPED_RETRY;
+                q.pacing.wake_at(t);
+                self.note_due(t);
+                false
+            }
+            Err(e) => {
+                q.close(format!("paced RDMA WRITE not posted: {}", e.error));
+                false
+            }
+        }
     }
 
     /// `len` bytes were posted on `q` (RDMA READ or WRITE).
@@ -291,14 +382,12 @@ impl<F: Fabric> Poller<F> {
         // then carries none of their drain time ([`raidline_cc::netrtt`]).
         self.send_probe(q, now);
         let mut work = 0;
-        while let Some((req, status, _)) = q.pacing.waiting.front() {
-            let len = write_len(req, *status).unwrap_or(0);
-            if !self.pace_gate(q, len) {
+        while let Some((mut req, status, result)) = q.pacing.waiting.pop_front() {
+            let len = write_len(&req, status).unwrap_or(0);
+            if q.closing || !self.advance(q, &mut req, len) {
+                q.pacing.waiting.push_front((req, status, result));
                 break;
             }
-            let Some((req, status, result)) = q.pacing.waiting.pop_front() else {
-                break;
-            };
             q.elsewhere -= 1;
             work += 1;
             self.send_response(q, req, status, result);
@@ -357,6 +446,7 @@ impl<F: Fabric> Poller<F> {
             let in_flight = q.pacing.recvs.saturating_sub(q.posted_recvs) + q.srq_held;
             s.in_flight.store(in_flight as u32, Ordering::Relaxed);
             s.bytes.store(q.pacing.bytes, Ordering::Relaxed);
+            s.paced_chunks.store(q.pacing.chunks, Ordering::Relaxed);
             if let Some(p) = &q.pacing.pacer {
                 p.publish(s);
             }
