@@ -281,8 +281,14 @@ impl<F: Fabric> Control<F> {
             limits.in_capsule_data as usize
         };
         // Per command a response chain (RDMA WRITE + SEND) or an RDMA READ, two spare, and one
-        // slot for the pacer's RTT probe so a probe never holds back a response.
-        let sq = 2 * depth as u32 + 3;
+        // slot for the pacer's RTT probe so a probe never holds back a response; with pacing
+        // on, room for the paced chunks of read data ahead of their responses.
+        let chunks = if self.shared.cc.current().is_some() {
+            super::poller::CHUNK_SLOTS
+        } else {
+            0
+        };
+        let sq = 2 * depth as u32 + 3 + chunks;
         // The next poller (round robin) whose completion queue has room for this queue pair:
         // its sends, and its receives unless it takes them from the shared receive queue.
         let n = self.pollers.len().max(1);

@@ -39,6 +39,7 @@ use raidline_raid::{
 
 mod auth;
 mod pace;
+pub(crate) use pace::CHUNK_SLOTS;
 mod phases;
 mod table;
 mod writes;
@@ -687,6 +688,7 @@ impl<F: Fabric> Poller<F> {
                 }
                 Wr::Resp(req) => {
                     self.pace_acked(&mut q, req.paced_len);
+                    self.chunks_done(&mut q, &req);
                     let close = req.close_after;
                     self.recycle(req);
                     if close {

@@ -163,6 +163,9 @@ pub(crate) struct QueuePacing {
     pub bytes: u64,
     /// Read data chunks posted ahead of their response (see `poller::pace`).
     pub chunks: u64,
+    /// Of those, the ones whose response has not completed (their send-queue slots are not
+    /// back yet).
+    pub chunks_in_flight: u32,
     /// Responses of a closing queue whose data was partly posted in chunks: recycled only
     /// once the queue's QP is destroyed (the device may still read their buffers).
     #[allow(clippy::vec_box)] // boxed as everywhere: recycled boxes serve the next commands

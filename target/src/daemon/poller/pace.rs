@@ -33,6 +33,11 @@ const STOPPED_RETRY: Nanos = Nanos::from_ms(1);
 /// with a 27.5 ms queue in the lab (README, "At a real bottleneck").
 pub(super) const PACE_CHUNK: u64 = 16 << 10;
 
+/// Send-queue slots a paced queue pair has for chunks beyond its responses' own (its send
+/// queue is that much deeper): chunks whose response has not completed never exceed it, so
+/// they never take a slot a response needs.
+pub(crate) const CHUNK_SLOTS: u32 = 64;
+
 /// The poller's pacing clock and bookkeeping.
 pub(crate) struct PollerPacing {
     /// Time zero of the poller clock.
@@ -204,11 +209,10 @@ impl<F: Fabric> Poller<F> {
     /// Posts the chunks of `req`'s `len` bytes of read data that the bucket lets go now, each
     /// an unsignaled RDMA WRITE (the response's signaled SEND completes them all); whether the
     /// rest, at most one chunk, may go now with the response. A chunk is posted only while
-    /// the send queue keeps room for the response's last two work requests, so unsignaled
-    /// chunks never fill it with nothing signaled behind them; short of room, the rest goes
-    /// whole with the response.
+    /// fewer than [`CHUNK_SLOTS`] chunks await their response's completion (the slots the send
+    /// queue has for them); beyond that the rest goes whole with the response.
     fn advance(&mut self, q: &mut Queue<F>, req: &mut Req, len: u64) -> bool {
-        while len - req.chunked as u64 > PACE_CHUNK && q.ep.sq_in_use() + 3 <= q.ep.sq_depth() {
+        while len - req.chunked as u64 > PACE_CHUNK && q.pacing.chunks_in_flight < CHUNK_SLOTS {
             if !self.pace_gate(q, PACE_CHUNK) {
                 return false;
             }
@@ -251,6 +255,7 @@ impl<F: Fabric> Poller<F> {
             Ok(()) => {
                 req.chunked += PACE_CHUNK as usize;
                 q.pacing.chunks += 1;
+                q.pacing.chunks_in_flight += 1;
                 self.pace_sent(q, PACE_CHUNK);
                 true
             }
@@ -280,6 +285,12 @@ impl<F: Fabric> Poller<F> {
             q.pacing.wake_at(now);
             self.note_due(now);
         }
+    }
+
+    /// The response `req` completed (or flushed): its chunks' send-queue slots are free.
+    pub(super) fn chunks_done(&mut self, q: &mut Queue<F>, req: &Req) {
+        let n = (req.chunked as u64 / PACE_CHUNK) as u32;
+        q.pacing.chunks_in_flight = q.pacing.chunks_in_flight.saturating_sub(n);
     }
 
     /// A paced transfer of `len` bytes completed on `q`.
