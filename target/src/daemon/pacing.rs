@@ -42,12 +42,13 @@ pub const PARAM_CHECK: Duration = Duration::from_millis(100);
 /// The link rate a QP's algorithm may not exceed (the target does not read the port speed).
 pub const LINE_RATE_GBPS: f64 = 100.0;
 
-/// Token-bucket depth: two 16 KiB chunks of read data (the poller's `PACE_CHUNK`), so a
-/// poller that wakes a little late loses no tokens, while what a queue pair sends at once
-/// after an idle moment stays small: at the lab's 40 Mbit/s bottleneck the earlier 256 KiB
-/// (two whole 128 KiB transfers) was 52 ms of queue per QP. A larger transfer still passes
-/// (the bucket fills up to its length: `Pacer::refill`).
-pub const BURST_BYTES: u64 = 32 << 10;
+/// Token-bucket depth: two 128 KiB transfers, so a poller that wakes a little late loses no
+/// tokens. Read data leaves in 16 KiB chunks (the poller's `PACE_CHUNK`), each passing the
+/// bucket. Smaller buckets were measured at the lab's 40 Mbit/s bottleneck, with 4 QPs `fixed`
+/// at 1 MB/s each: 32 KiB moved 2.88 MB/s (ping p50 5.5 ms) and 64 KiB 2.66 MB/s (5.7 ms),
+/// against 3.88 MB/s (10.3 ms) with this one. The TCG guest's poller wakes tens of ms late
+/// under load, and a small bucket loses those tokens.
+pub const BURST_BYTES: u64 = 256 << 10;
 
 /// First probe timeout. The RTT is taken on the host clock (poll to poll, so software
 /// latency is in it: hundreds of microseconds on a busy host), and an RC QP does not lose a
