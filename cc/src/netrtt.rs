@@ -294,6 +294,17 @@ mod tests {
         free_at: Nanos,
     }
 
+    /// The lab's QP: 10 MB/s of drain (rxe's CPU-bound rate), 300 us of path (host clock);
+    /// a fresh estimator and no completions pending.
+    fn lab_qp() -> (Model, NetRtt, Vec<(Nanos, u64)>) {
+        let m = Model {
+            drain: 10e6,
+            path: Nanos::from_us(300),
+            free_at: Nanos::ZERO,
+        };
+        (m, NetRtt::new(NetRttConfig::default()), Vec::new())
+    }
+
     impl Model {
         /// Completion time of `bytes` posted at `now`.
         fn post(&mut self, now: Nanos, bytes: u64) -> Nanos {
@@ -332,14 +343,7 @@ mod tests {
 
     #[test]
     fn the_local_queue_is_subtracted_and_the_path_is_left() {
-        // 10 MB/s of drain, 300 us of path (host clock in the lab).
-        let mut m = Model {
-            drain: 10e6,
-            path: Nanos::from_us(300),
-            free_at: Nanos::ZERO,
-        };
-        let mut e = NetRtt::new(NetRttConfig::default());
-        let mut pending = Vec::new();
+        let (mut m, mut e, mut pending) = lab_qp();
         // 16 x 128 KiB posted at once: 2 MiB queued, 210 ms to drain.
         run(&mut e, &mut m, &mut pending, Nanos::ZERO, 16, 128 << 10);
         assert!(
@@ -393,13 +397,7 @@ mod tests {
     fn queueing_in_the_path_shows_in_the_net_rtt() {
         // The same QP, with its path delay growing as another flow fills a shared queue:
         // the net RTT follows the path, the drain subtraction does not hide it.
-        let mut m = Model {
-            drain: 10e6,
-            path: Nanos::from_us(300),
-            free_at: Nanos::ZERO,
-        };
-        let mut e = NetRtt::new(NetRttConfig::default());
-        let mut pending = Vec::new();
+        let (mut m, mut e, mut pending) = lab_qp();
         let mut t = Nanos::ZERO;
         let mut nets = Vec::new();
         for step in 0..40u64 {

@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 
 use super::{
-    ArrayStatus, ByteRange, ControllerStatus, ExposureStatus, Progress, StatusReport,
+    ArrayStatus, ByteRange, ControllerStatus, ExposureStatus, Progress, QueueStatus, StatusReport,
     SubsystemStatus,
 };
 
@@ -252,17 +252,16 @@ fn controller(out: &mut String, c: &ControllerStatus) {
         "base-rtt",
     ])];
     for q in &c.queues {
-        rows.push(vec![
+        let mut r = vec![
             q.qid.to_string(),
             q.depth.to_string(),
             q.in_flight.to_string(),
             q.poller.to_string(),
             rate(q.rate_bytes_per_s),
             rtt(q.rtt_us),
-            rtt(q.raw_rtt_us),
-            rtt(q.net_rtt_us),
-            rtt(q.base_rtt_us),
-        ]);
+        ];
+        r.extend(rtts(q));
+        rows.push(r);
     }
     table(out, "    ", &rows);
 }
@@ -275,14 +274,13 @@ pub fn paced_queues(r: &StatusReport) -> String {
     ])];
     for c in &r.controllers {
         for q in c.queues.iter().filter(|q| q.rate_bytes_per_s.is_finite()) {
-            rows.push(vec![
+            let mut r = vec![
                 c.cntlid.to_string(),
                 q.qid.to_string(),
                 rate(q.rate_bytes_per_s),
-                rtt(q.raw_rtt_us),
-                rtt(q.net_rtt_us),
-                rtt(q.base_rtt_us),
-            ]);
+            ];
+            r.extend(rtts(q));
+            rows.push(r);
         }
     }
     if rows.len() == 1 {
@@ -292,6 +290,11 @@ pub fn paced_queues(r: &StatusReport) -> String {
     table(&mut out, "  ", &rows);
     out.truncate(out.trim_end().len());
     out
+}
+
+/// A queue pair's last raw, net and base probe RTTs, as table cells.
+fn rtts(q: &QueueStatus) -> [String; 3] {
+    [rtt(q.raw_rtt_us), rtt(q.net_rtt_us), rtt(q.base_rtt_us)]
 }
 
 fn row<const N: usize>(cells: [&str; N]) -> Vec<String> {
