@@ -363,6 +363,28 @@ fn paced_reads_leave_in_chunks_and_arrive_whole() {
     assert!(target.shutdown().is_empty());
 }
 
+/// A window-limited law (swift, whose window starts at 4 KiB) gets no chunks: chunks are
+/// acknowledged only with their response, so a window under a transfer's size would wait for
+/// an acknowledgement only the same transfer brings. 128 KiB reads complete.
+#[test]
+fn a_window_limited_law_still_serves_large_reads() {
+    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let net = MemNetwork::new();
+    let cc = CcSpec {
+        algorithm: "swift".into(),
+        params: vec![],
+    };
+    let target = start(net.device("target0"), cc);
+    let mut c = connect(&net, &target);
+    let mut qs = c.take_io_queues();
+    let q = &mut qs[0];
+    let rate = stream(&mut c, q, 32, 4, Duration::ZERO, Duration::from_millis(300));
+    assert!(rate > 0.0);
+    c.io = qs;
+    c.shutdown().expect("shutdown");
+    assert!(target.shutdown().is_empty());
+}
+
 #[test]
 fn rtt_aimd_slows_down_under_injected_delay() {
     let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());

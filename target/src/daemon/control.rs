@@ -283,7 +283,7 @@ impl<F: Fabric> Control<F> {
         // Per command a response chain (RDMA WRITE + SEND) or an RDMA READ, two spare, and one
         // slot for the pacer's RTT probe so a probe never holds back a response; with pacing
         // on, room for the paced chunks of read data ahead of their responses.
-        let chunks = if self.shared.cc.current().is_some() {
+        let chunks = if setup.qid != 0 && self.shared.cc.current().is_some() {
             super::poller::CHUNK_SLOTS
         } else {
             0

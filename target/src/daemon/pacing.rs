@@ -320,6 +320,11 @@ impl QpPacer {
         }
     }
 
+    /// Whether the algorithm limits the bytes in flight with a window (not only the rate).
+    pub fn windowed(&self) -> bool {
+        on_ctl!(&self.algo, &self.ctl, _a, c => c.decision().window.is_some(), false)
+    }
+
     /// The algorithm's current rate, bytes per second.
     pub fn rate_bytes_per_s(&self) -> f64 {
         on_ctl!(&self.algo, &self.ctl, a, c => c.rate(a).bps() / 8.0, f64::NAN)

@@ -1717,14 +1717,21 @@ impl<F: Fabric> Poller<F> {
             let mut datas: [Option<(RemoteBuf, [Sge; 1])>; N] = [None; N];
             let mut n = 0;
             let mut pending = q.ep.unsignaled_pending();
-            let half = q.ep.sq_depth() / 2;
+            // Half the slots the responses have: a paced queue's extra chunk slots are not
+            // theirs to fill with unsignaled sends.
+            let chunk_slots = if q.pacing.pacer.is_some() {
+                CHUNK_SLOTS
+            } else {
+                0
+            };
+            let half = q.ep.sq_depth().saturating_sub(chunk_slots) / 2;
             chains.clear();
             for (mut req, status, result) in it.by_ref() {
                 if let Some(slot) = req.slot.take() {
                     self.post_recv(q, slot);
                 }
                 let Some((cqe, data)) = self.prepare_response(q, &mut req, status, result) else {
-                    self.recycle(req);
+                    self.recycle_posted(q, req);
                     continue;
                 };
                 cqes[n] = cqe;
@@ -1787,7 +1794,7 @@ impl<F: Fabric> Poller<F> {
                     q.close(format!("response not posted: {}", rej.error));
                     for ctx in rej.ctxs {
                         if let Wr::Resp(r) = ctx {
-                            self.recycle(r);
+                            self.recycle_posted(q, r);
                         }
                     }
                 }
@@ -1868,8 +1875,9 @@ impl<F: Fabric> Poller<F> {
         Some((
             cqe,
             write_back.zip(sge).map(|((remote, _), s)| {
+                // The host's address, unchecked: wrapping, a bogus one fails at the device.
                 let rest = RemoteBuf {
-                    addr: remote.addr + done,
+                    addr: remote.addr.wrapping_add(done),
                     ..remote
                 };
                 let s = Sge {

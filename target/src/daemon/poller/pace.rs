@@ -211,8 +211,16 @@ impl<F: Fabric> Poller<F> {
     /// rest, at most one chunk, may go now with the response. A chunk is posted only while
     /// fewer than [`CHUNK_SLOTS`] chunks await their response's completion (the slots the send
     /// queue has for them); beyond that the rest goes whole with the response.
+    ///
+    /// A window-limited law (swift) gets no chunks: chunks are acknowledged only with their
+    /// response, so a window smaller than a transfer would wait for an acknowledgement that
+    /// only the rest of the same transfer can bring.
     fn advance(&mut self, q: &mut Queue<F>, req: &mut Req, len: u64) -> bool {
-        while len - req.chunked as u64 > PACE_CHUNK && q.pacing.chunks_in_flight < CHUNK_SLOTS {
+        let windowed = q.pacing.pacer.as_ref().is_some_and(QpPacer::windowed);
+        while !windowed
+            && len - req.chunked as u64 > PACE_CHUNK
+            && q.pacing.chunks_in_flight < CHUNK_SLOTS
+        {
             if !self.pace_gate(q, PACE_CHUNK) {
                 return false;
             }
@@ -244,8 +252,9 @@ impl<F: Fabric> Poller<F> {
         }];
         let mut wr = [SendWr {
             wr_id: WrId(0),
+            // The host's address, unchecked: wrapping, a bogus one fails at the device.
             op: SendOp::RdmaWrite(RemoteBuf {
-                addr: remote.addr + off as u64,
+                addr: remote.addr.wrapping_add(off as u64),
                 ..remote
             }),
             payload: Payload::Sges(&sges),
@@ -284,6 +293,16 @@ impl<F: Fabric> Poller<F> {
             // The algorithm may want a probe now.
             q.pacing.wake_at(now);
             self.note_due(now);
+        }
+    }
+
+    /// Recycles a response that was not (wholly) posted; one whose chunks are posted waits
+    /// for the queue's QP to go (the device may still read its buffer): the queue is closing.
+    pub(super) fn recycle_posted(&mut self, q: &mut Queue<F>, req: Box<Req>) {
+        if req.chunked > 0 {
+            q.pacing.late.push(req);
+        } else {
+            self.recycle(req);
         }
     }
 
