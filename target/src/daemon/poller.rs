@@ -688,13 +688,13 @@ impl<F: Fabric> Poller<F> {
                 }
                 Wr::Resp(req) => {
                     self.pace_acked(&mut q, req.paced_len);
-                    self.chunks_done(&mut q, &req);
                     let close = req.close_after;
                     self.recycle(req);
                     if close {
                         q.close("host disconnected the queue");
                     }
                 }
+                Wr::Chunk => self.chunk_done(&mut q),
                 Wr::Probe { seq, sent_ns } => {
                     if ok {
                         self.probe_answered(&mut q, seq, sent_ns);
@@ -1736,8 +1736,7 @@ impl<F: Fabric> Poller<F> {
                 };
                 cqes[n] = cqe;
                 datas[n] = data;
-                // The pacer's chunks, if any, are acknowledged with the response.
-                req.paced_len = paced_len(&data) + req.chunked as u64;
+                req.paced_len = paced_len(&data);
                 let len = if data.is_some() { 2 } else { 1 };
                 // A response with no data needs no completion: its capsule goes inline,
                 // nothing of the request stays in use by the device. Unsignaled, its

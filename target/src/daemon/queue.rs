@@ -138,6 +138,10 @@ pub(crate) enum Wr {
     Read(Box<Req>),
     /// A response SEND (and the RDMA WRITE of its data before it).
     Resp(Box<Req>),
+    /// A paced chunk of a response's read data (an RDMA WRITE of `PACE_CHUNK` bytes, see
+    /// `poller::pace`), signaled so the pacer and the RTT estimator see it leave. Its buffer
+    /// stays with the response, which completes after it.
+    Chunk,
     /// An RTT probe: a signaled zero-length RDMA WRITE, posted at `sent_ns` on the poller clock.
     Probe {
         /// The prober's sequence number.
@@ -163,7 +167,7 @@ pub(crate) struct QueuePacing {
     pub bytes: u64,
     /// Read data chunks posted ahead of their response (see `poller::pace`).
     pub chunks: u64,
-    /// Of those, the ones whose response has not completed (their send-queue slots are not
+    /// Of those, the ones not completed yet (their send-queue slots are not
     /// back yet).
     pub chunks_in_flight: u32,
     /// Responses of a closing queue whose data was partly posted in chunks: recycled only

@@ -34,7 +34,7 @@ const STOPPED_RETRY: Nanos = Nanos::from_ms(1);
 pub(super) const PACE_CHUNK: u64 = 16 << 10;
 
 /// Send-queue slots a paced queue pair has for chunks beyond its responses' own (its send
-/// queue is that much deeper): chunks whose response has not completed never exceed it, so
+/// queue is that much deeper): chunks not yet completed never exceed it, so
 /// they never take a slot a response needs.
 pub(crate) const CHUNK_SLOTS: u32 = 64;
 
@@ -207,14 +207,16 @@ impl<F: Fabric> Poller<F> {
     }
 
     /// Posts the chunks of `req`'s `len` bytes of read data that the bucket lets go now, each
-    /// an unsignaled RDMA WRITE (the response's signaled SEND completes them all); whether the
+    /// a signaled RDMA WRITE (`Wr::Chunk`: its completion tells the pacer and the RTT
+    /// estimator its bytes left, and frees its slot); whether the
     /// rest, at most one chunk, may go now with the response. A chunk is posted only while
     /// fewer than [`CHUNK_SLOTS`] chunks await their response's completion (the slots the send
     /// queue has for them); beyond that the rest goes whole with the response.
     ///
-    /// A window-limited law (swift) gets no chunks: chunks are acknowledged only with their
-    /// response, so a window smaller than a transfer would wait for an acknowledgement that
-    /// only the rest of the same transfer can bring.
+    /// A window-limited law (swift) gets no chunks: it limits the bytes in flight by its own
+    /// acknowledgements already. (While chunks were unsignaled and acknowledged only with
+    /// their response, a window under a transfer's size waited for an acknowledgement only the
+    /// same transfer could bring: large reads hung.)
     fn advance(&mut self, q: &mut Queue<F>, req: &mut Req, len: u64) -> bool {
         let windowed = q.pacing.pacer.as_ref().is_some_and(QpPacer::windowed);
         while !windowed
@@ -258,9 +260,9 @@ impl<F: Fabric> Poller<F> {
                 ..remote
             }),
             payload: Payload::Sges(&sges),
-            signaled: false,
+            signaled: true,
         }];
-        match q.ep.post_send_unsignaled(&mut wr) {
+        match q.ep.post_send(Wr::Chunk, &mut wr) {
             Ok(()) => {
                 req.chunked += PACE_CHUNK as usize;
                 q.pacing.chunks += 1;
@@ -268,14 +270,14 @@ impl<F: Fabric> Poller<F> {
                 self.pace_sent(q, PACE_CHUNK);
                 true
             }
-            Err(e) if e.posted == 0 && matches!(e.error, FabricError::QueueFull { .. }) => {
+            Err(rej) if matches!(rej.error.error, FabricError::QueueFull { .. }) => {
                 let t = self.pace.now() + STOPPED_RETRY;
                 q.pacing.wake_at(t);
                 self.note_due(t);
                 false
             }
-            Err(e) => {
-                q.close(format!("paced RDMA WRITE not posted: {}", e.error));
+            Err(rej) => {
+                q.close(format!("paced RDMA WRITE not posted: {}", rej.error));
                 false
             }
         }
@@ -306,10 +308,10 @@ impl<F: Fabric> Poller<F> {
         }
     }
 
-    /// The response `req` completed (or flushed): its chunks' send-queue slots are free.
-    pub(super) fn chunks_done(&mut self, q: &mut Queue<F>, req: &Req) {
-        let n = (req.chunked as u64 / PACE_CHUNK) as u32;
-        q.pacing.chunks_in_flight = q.pacing.chunks_in_flight.saturating_sub(n);
+    /// A chunk completed (or flushed): its bytes left, its send-queue slot is free.
+    pub(super) fn chunk_done(&mut self, q: &mut Queue<F>) {
+        q.pacing.chunks_in_flight = q.pacing.chunks_in_flight.saturating_sub(1);
+        self.pace_acked(q, PACE_CHUNK);
     }
 
     /// A paced transfer of `len` bytes completed on `q`.
