@@ -633,10 +633,13 @@ impl<F: Fabric> Poller<F> {
                     role: q.proto.role(),
                     reason: q.close_reason.clone().unwrap_or_default(),
                 });
+                // Responses whose chunks the device may have been reading: the QP goes with
+                // the queue, and nothing reads their buffers any more.
                 let late = std::mem::take(&mut q.pacing.late);
-                // The QP goes with the queue: nothing reads those buffers any more.
                 drop(q);
-                self.late_responses(late);
+                for r in late {
+                    self.recycle(r);
+                }
             }
         }
     }
@@ -1870,21 +1873,12 @@ impl<F: Fabric> Poller<F> {
             _ => None,
         };
         // Chunks already posted by the pacer: the last RDMA WRITE carries the rest.
-        let done = req.chunked as u64;
+        let done = req.chunked as u32;
         Some((
             cqe,
             write_back.zip(sge).map(|((remote, _), s)| {
-                // The host's address, unchecked: wrapping, a bogus one fails at the device.
-                let rest = RemoteBuf {
-                    addr: remote.addr.wrapping_add(done),
-                    ..remote
-                };
-                let s = Sge {
-                    addr: s.addr + done,
-                    length: s.length - done as u32,
-                    ..s
-                };
-                (rest, [s])
+                let (to, from) = pace::data_at(remote, s, u64::from(done), s.length - done);
+                (to, [from])
             }),
         ))
     }

@@ -38,6 +38,23 @@ pub(super) const PACE_CHUNK: u64 = 16 << 10;
 /// they never take a slot a response needs.
 pub(crate) const CHUNK_SLOTS: u32 = 64;
 
+/// The `len` bytes at `off` of a response's read data: where they go in the host's buffer and
+/// where they lie in the pool buffer (`sge` covers the data from its start). The host's
+/// address is unchecked: it wraps, and a bogus one fails at the device.
+pub(super) fn data_at(remote: RemoteBuf, sge: Sge, off: u64, len: u32) -> (RemoteBuf, Sge) {
+    (
+        RemoteBuf {
+            addr: remote.addr.wrapping_add(off),
+            ..remote
+        },
+        Sge {
+            addr: sge.addr + off,
+            length: len,
+            ..sge
+        },
+    )
+}
+
 /// The poller's pacing clock and bookkeeping.
 pub(crate) struct PollerPacing {
     /// Time zero of the poller clock.
@@ -117,19 +134,10 @@ impl<F: Fabric> Poller<F> {
         lock(&self.shared.queue_stats).remove(&q.conn);
     }
 
-    /// Recycles responses whose chunks a retired queue's device may have been reading: call
-    /// with what [`Self::drop_paced_of_closing`] kept, once the queue (and its QP) is dropped.
-    #[allow(clippy::vec_box)] // the boxes go back to the spare pool as they are
-    pub(super) fn late_responses(&mut self, late: Vec<Box<Req>>) {
-        for r in late {
-            self.recycle(r);
-        }
-    }
-
     /// Recycles the waiting responses of closing queues. One whose data is partly posted in
     /// chunks stays with the queue (no longer counted in `elsewhere`, so the queue can be
     /// reaped): the device may still read its buffer until the QP is destroyed, so it is
-    /// recycled only then ([`Self::late_responses`]).
+    /// recycled only then (`Poller::reap`).
     pub(super) fn drop_paced_of_closing(&mut self) {
         let mut dropped = Vec::new();
         for q in self.queues.values_mut() {
@@ -247,18 +255,11 @@ impl<F: Fabric> Poller<F> {
                 return false;
             }
         };
-        let sges = [Sge {
-            addr: sge.addr + off as u64,
-            length: PACE_CHUNK as u32,
-            ..sge
-        }];
+        let (to, from) = data_at(remote, sge, off as u64, PACE_CHUNK as u32);
+        let sges = [from];
         let mut wr = [SendWr {
             wr_id: WrId(0),
-            // The host's address, unchecked: wrapping, a bogus one fails at the device.
-            op: SendOp::RdmaWrite(RemoteBuf {
-                addr: remote.addr.wrapping_add(off as u64),
-                ..remote
-            }),
+            op: SendOp::RdmaWrite(to),
             payload: Payload::Sges(&sges),
             signaled: true,
         }];
