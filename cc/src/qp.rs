@@ -182,13 +182,7 @@ impl<S: Copy + Default + std::fmt::Debug> QpController<S> {
         seq: ProbeSeq,
         remote: Option<RemoteStamps>,
     ) -> Changes {
-        match self.prober.on_response(now, seq, remote) {
-            Some(ev) => self.handle(algo, now, ev),
-            None => Changes {
-                probe: self.wants_probe(),
-                ..Changes::default()
-            },
-        }
+        self.answer(algo, now, seq, remote, Nanos::ZERO)
     }
 
     /// A probe answer whose RTT is taken `drained` shorter: the time the QP's own data queued
@@ -201,8 +195,20 @@ impl<S: Copy + Default + std::fmt::Debug> QpController<S> {
         seq: ProbeSeq,
         drained: Nanos,
     ) -> Changes {
-        match self.prober.on_response(now, seq, None) {
-            Some(Event::Rtt { rtt, remote }) => {
+        self.answer(algo, now, seq, None, drained)
+    }
+
+    /// A probe answer, its RTT taken `drained` shorter (at least 1 ns) when that is not zero.
+    fn answer<A: CongestionControl<State = S>>(
+        &mut self,
+        algo: &A,
+        now: Nanos,
+        seq: ProbeSeq,
+        remote: Option<RemoteStamps>,
+        drained: Nanos,
+    ) -> Changes {
+        match self.prober.on_response(now, seq, remote) {
+            Some(Event::Rtt { rtt, remote }) if drained > Nanos::ZERO => {
                 let rtt = Nanos(rtt.saturating_sub(drained).0.max(1));
                 self.handle(algo, now, Event::Rtt { rtt, remote })
             }
