@@ -29,6 +29,11 @@
 //!   `accel_max` boost at once: spare capacity is known, no need to wait for a run of empty-queue
 //!   samples. Answers without it (a verbs responder, the live daemon) leave the law as above;
 //! - NACK (out of sequence): halve; probe lost after `waited`: treated as an RTT of `waited`;
+//! - RTT filter (`filter_us` W > 0, off in CTCC): the law's RTT is the lowest sample of the
+//!   last W to 2W (Copa's "standing RTT"). A host clock's scheduling and interrupt delays only
+//!   ever add to a sample and come and go between samples, while a standing queue raises every
+//!   one: the lab's loaded TCG guests put 10–40 ms of such delay on probes whose own queue pair
+//!   had nothing ahead. The cost is a later reaction to a queue that builds (up to 2W);
 //! - `base` is never taken above `base_cap_us` (like Swift's configured base delay): a flow that
 //!   starts while a queue stands would otherwise take the queue for the path and aim higher;
 //! - rate matching (`match_gain` g > 0, off in CTCC): before the step above, with
@@ -83,9 +88,10 @@ const IDLE_US: usize = 22;
 const ACK_RTT: usize = 23;
 const PROBE_PER_RTT: usize = 24;
 const NP_UTIL_TH: usize = 25;
+const FILTER_US: usize = 26;
 
 /// Published CTCC values (CC.md); Raidline's default overrides some of them in [`RttAimd::new`].
-static SPECS: [ParamSpec; 26] = [
+static SPECS: [ParamSpec; 27] = [
     ParamSpec {
         name: "offset_us",
         min: 0.0,
@@ -268,12 +274,24 @@ static SPECS: [ParamSpec; 26] = [
         default: 0.0,
         doc: "0: off; > 0: an answer whose responder reports a receive utilisation below this (the DOCA PCC RTT template's NP RX rate test, 0.9 there) gives an increase the full accel_max boost at once",
     },
+    ParamSpec {
+        name: "filter_us",
+        min: 0.0,
+        max: 1e6,
+        default: 0.0,
+        doc: "0: off; > 0: the law acts on the lowest RTT of the last filter_us to 2 x filter_us (Copa's standing RTT): a host clock's scheduling delays only add to an RTT, a standing queue raises every sample",
+    },
 ];
 
-/// Per-flow state (64 bytes).
+/// Per-flow state (88 bytes).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct State {
     rate: f64,
+    /// `filter_us`: lowest RTT of the current and of the previous window, and when the
+    /// current one began.
+    filt_cur: u64,
+    filt_prev: u64,
+    filt_start: u64,
     line: f64,
     base: u64,
     prev_rtt: u64,
@@ -332,6 +350,11 @@ impl RttAimd {
     /// One control update from an RTT (already net of remote turnaround).
     fn update(&self, s: &mut State, now: Nanos, rtt: u64, project: bool, rx_util: Option<RxUtil>) {
         let p = &self.params;
+        let rtt = if project {
+            self.filtered(s, now, rtt)
+        } else {
+            rtt
+        };
         s.base = s
             .base
             .min(rtt)
@@ -417,6 +440,25 @@ impl RttAimd {
         }
     }
 
+    /// The RTT the law acts on: with `filter_us` = W > 0 the lowest sample of the last W to
+    /// 2W (two windows, the older dropped as a new one begins), else `rtt` itself.
+    fn filtered(&self, s: &mut State, now: Nanos, rtt: u64) -> u64 {
+        let w = Nanos::from_us_f64(self.params.at(FILTER_US)).0;
+        if w == 0 {
+            return rtt;
+        }
+        let age = now.0.saturating_sub(s.filt_start);
+        if age >= w {
+            // A window that ended more than W ago is older than the filter's reach.
+            s.filt_prev = if age >= 2 * w { u64::MAX } else { s.filt_cur };
+            s.filt_cur = rtt;
+            s.filt_start = now.0;
+        } else {
+            s.filt_cur = s.filt_cur.min(rtt);
+        }
+        s.filt_cur.min(s.filt_prev)
+    }
+
     /// RTT from data ACKs instead of probes (`ack_rtt` = 1).
     fn ack_mode(&self) -> bool {
         self.params.at(ACK_RTT) > 0.5
@@ -492,6 +534,9 @@ impl CongestionControl for RttAimd {
                 *s = State {
                     line: line_rate.bps(),
                     base: u64::MAX,
+                    filt_cur: u64::MAX,
+                    filt_prev: u64::MAX,
+                    filt_start: now.0,
                     last_probe_req: now.0,
                     last_update: now.0,
                     ..State::default()
@@ -613,6 +658,44 @@ mod tests {
         let mut s = at_rate(&a, 10.0, 10.0);
         a.on_event(&mut s, Nanos::from_us(100), rtt(1e6));
         assert!(s.rate >= 10e9 * 0.95 - 1.0 && s.rate < 10e9 * 0.951);
+    }
+
+    #[test]
+    fn the_filter_ignores_delay_spikes_and_sees_a_standing_queue_within_two_windows() {
+        let run = |filter_us: f64| {
+            let mut a = RttAimd::ctcc();
+            a.params_mut().set("gradient", 0.0).unwrap();
+            a.params_mut().set("filter_us", filter_us).unwrap();
+            let mut s = at_rate(&a, 1.0, 10.0);
+            // every other sample 490 us late (a descheduled poller), for 5 ms
+            let mut cuts = 0;
+            for i in 1..=50u64 {
+                let before = s.rate;
+                let r = if i % 2 == 0 { 500.0 } else { 10.0 };
+                a.on_event(&mut s, Nanos::from_us(i * 100), rtt(r));
+                cuts += u32::from(s.rate < before);
+            }
+            // then a standing queue of 490 us: every sample late
+            let mut first_cut = None;
+            for i in 51..=100u64 {
+                let before = s.rate;
+                a.on_event(&mut s, Nanos::from_us(i * 100), rtt(500.0));
+                if s.rate < before && first_cut.is_none() {
+                    first_cut = Some((i - 50) * 100);
+                }
+            }
+            (cuts, first_cut)
+        };
+        let (cuts, first) = run(0.0);
+        assert_eq!(cuts, 25, "unfiltered, every spike cuts");
+        assert_eq!(first, Some(100));
+        let (cuts, first) = run(1000.0);
+        assert_eq!(cuts, 0, "filtered, no spike cuts");
+        let first = first.expect("the standing queue cuts");
+        assert!(
+            first > 100 && first <= 2000,
+            "within two windows: {first} us"
+        );
     }
 
     #[test]
