@@ -275,7 +275,10 @@ impl QpPacer {
     }
 
     /// The probe `seq` sent at `sent` completed at `now`: the algorithm gets its net RTT.
-    pub fn on_probe_answer(&mut self, now: Nanos, seq: ProbeSeq, sent: Nanos) {
+    ///
+    /// Each answer is traced (target `raidline::cc`, level trace: `RUST_LOG=raidline::cc=trace`)
+    /// with what the law saw and did, for the lab's bottleneck runs.
+    pub fn on_probe_answer(&mut self, qid: u16, now: Nanos, seq: ProbeSeq, sent: Nanos) {
         let rtt = now.saturating_sub(sent);
         self.probes += 1;
         self.last_rtt = Some(rtt);
@@ -285,19 +288,38 @@ impl QpPacer {
             None => rtt,
             Some(s) => Nanos((s.0 * 7 + rtt.0) / 8),
         });
-        let drained = match self.probe.take() {
+        let (drained, ahead, forced) = match self.probe.take() {
             Some((s, tag)) if s == seq => {
                 // The tag's post time is the probe's: `sent` is the same stamp.
-                self.net.probe_answered(now, tag).drained
+                let pace = Some(self.rate_bytes_per_s()).filter(|r| r.is_finite());
+                let s = self.net.probe_answered_paced(now, tag, pace);
+                (s.drained, s.ahead, s.forced)
             }
             other => {
                 self.probe = other;
-                Nanos::ZERO
+                (Nanos::ZERO, 0, false)
             }
         };
+        let traced = tracing::enabled!(target: "raidline::cc", tracing::Level::TRACE);
+        let before = if traced { self.rate_bytes_per_s() } else { 0.0 };
         on_ctl!(&self.algo, &mut self.ctl, a, c => {
             c.on_probe_answer_net(a, now, seq, drained);
-        }, ())
+        }, ());
+        if !traced {
+            return;
+        }
+        tracing::trace!(
+            target: "raidline::cc",
+            "qid {qid} t {:.3} ms raw {:.1} us ahead {ahead} forced {forced} drained {:.1} us \
+             net {:.1} us base {:.1} us rate {:.3} -> {:.3} MB/s",
+            now.0 as f64 / 1e6,
+            rtt.0 as f64 / 1e3,
+            drained.0 as f64 / 1e3,
+            rtt.saturating_sub(drained).0 as f64 / 1e3,
+            self.net.base().map_or(f64::NAN, |b| b.0 as f64 / 1e3),
+            before / 1e6,
+            self.rate_bytes_per_s() / 1e6,
+        );
     }
 
     /// Fires the algorithm's timer and the probe timeout when due.
@@ -611,6 +633,7 @@ mod tests {
         let seq = p.poll_probe(REPORT_PROBE_INTERVAL).expect("report probe");
         assert_eq!(p.next_timer(), Some(REPORT_PROBE_INTERVAL + PROBE_TIMEOUT));
         p.on_probe_answer(
+            1,
             REPORT_PROBE_INTERVAL + Nanos(40_000),
             seq,
             REPORT_PROBE_INTERVAL,
@@ -637,7 +660,7 @@ mod tests {
                 // The transfer completes first, then the probe posted behind it.
                 p.on_acked(now + rtt, 4096);
                 if let Some(seq) = seq {
-                    p.on_probe_answer(now + rtt, seq, now);
+                    p.on_probe_answer(1, now + rtt, seq, now);
                 }
                 now = now + rtt + Nanos::from_us(10);
             }
@@ -657,7 +680,7 @@ mod tests {
         let t0 = REPORT_PROBE_INTERVAL;
         assert_eq!(p.poll_probe(t0 - Nanos(1)), None);
         let s0 = p.poll_probe(t0).expect("first probe");
-        p.on_probe_answer(t0 + Nanos::from_us(300), s0, t0);
+        p.on_probe_answer(1, t0 + Nanos::from_us(300), s0, t0);
         // 8 x 128 KiB posted: 1 MiB ahead, the next probe waits.
         let t = t0 + REPORT_PROBE_INTERVAL;
         for _ in 0..8 {
@@ -674,7 +697,7 @@ mod tests {
             p.on_acked(now, 128 << 10);
             now = now + gap;
         }
-        p.on_probe_answer(now - gap, forced, t + Nanos::from_ms(20));
+        p.on_probe_answer(1, now - gap, forced, t + Nanos::from_ms(20));
         let s = QueueStats::default();
         p.publish(&s);
         assert_eq!(s.raw_rtt_us(), s.net_rtt_us());
@@ -686,7 +709,7 @@ mod tests {
         // It completes behind the 64 KiB (6.55 ms at the drain rate) and a 300 us path.
         let done = now + Nanos::from_secs_f64((64 << 10) as f64 / 10e6) + Nanos::from_us(300);
         p.on_acked(done - Nanos::from_us(1), 64 << 10);
-        p.on_probe_answer(done, seq, now);
+        p.on_probe_answer(1, done, seq, now);
         let s = QueueStats::default();
         p.publish(&s);
         assert!((s.raw_rtt_us() - 6853.6).abs() < 1.0, "{}", s.raw_rtt_us());

@@ -383,7 +383,15 @@ impl<F: Fabric> Poller<F> {
                     None => wait_ready(&[&self.cq, &self.waker], wait).unwrap_or(0b11),
                 };
                 self.passes.sleeps += 1;
-                self.passes.sleep_ns += asleep.elapsed().as_nanos() as u64;
+                let slept = asleep.elapsed();
+                self.passes.sleep_ns += slept.as_nanos() as u64;
+                tracing::trace!(
+                    target: "raidline::poll",
+                    "poller {} slept {} us of {} us, ready {ready:#b}",
+                    self.id,
+                    slept.as_micros(),
+                    wait.as_micros()
+                );
                 self.phases.mark(Phase::Sleep);
                 self.waker.awake();
                 // Only what became readable is read: each read is a system call.

@@ -332,7 +332,7 @@ impl<F: Fabric> Poller<F> {
     pub(super) fn probe_answered(&mut self, q: &mut Queue<F>, seq: ProbeSeq, sent_ns: u64) {
         if let Some(p) = q.pacing.pacer.as_mut() {
             let now = self.pace.now();
-            p.on_probe_answer(now, seq, Nanos(sent_ns));
+            p.on_probe_answer(q.setup.qid, now, seq, Nanos(sent_ns));
             q.pacing.wake_at(now);
             self.note_due(now);
         }
@@ -438,10 +438,20 @@ impl<F: Fabric> Poller<F> {
     /// fails (send queue full, QP breaking) is left to the probe timeout, which retries. A
     /// probe held back while the QP's own data drains ([`QpPacer::poll_probe`]) is looked at
     /// again at the next visit: every completion of a paced transfer makes the queue due.
-    fn send_probe(&mut self, q: &mut Queue<F>, now: Nanos) {
+    fn send_probe(&mut self, q: &mut Queue<F>, pass: Nanos) {
+        // Stamped with a fresh read, not the pass's: the visits before this one in the pass
+        // may have posted many chunks (rxe runs their packet work inside the posting call),
+        // and a stale stamp adds that time to the RTT.
+        let now = self.pace.now();
         let Some(seq) = q.pacing.pacer.as_mut().and_then(|p| p.poll_probe(now)) else {
             return;
         };
+        tracing::trace!(
+            target: "raidline::cc",
+            "qid {} probe posted {:.1} us into the pacing pass",
+            q.setup.qid,
+            now.saturating_sub(pass).0 as f64 / 1e3
+        );
         let mut wr = [SendWr {
             wr_id: WrId(0),
             op: SendOp::RdmaWrite(RemoteBuf { addr: 0, rkey: 0 }),
