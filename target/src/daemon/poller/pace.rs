@@ -69,6 +69,8 @@ pub(crate) struct PollerPacing {
     unpublished: bool,
     /// Passes that read no clock, counted to look at the clock now and then.
     clockless: u32,
+    /// Queues with a pacer.
+    pub(super) paced: usize,
 }
 
 impl PollerPacing {
@@ -81,6 +83,7 @@ impl PollerPacing {
             next_due: None,
             unpublished: false,
             clockless: 0,
+            paced: 0,
         }
     }
 
@@ -114,6 +117,7 @@ impl<F: Fabric> Poller<F> {
         if q.setup.qid != 0 {
             if let Some(a) = self.shared.cc.current() {
                 q.pacing.pacer = Some(QpPacer::new(&a, now));
+                self.pace.paced += 1;
                 q.pacing.wake_at(now);
                 self.note_due(now);
             }
@@ -131,6 +135,9 @@ impl<F: Fabric> Poller<F> {
 
     /// A queue is gone: its statistics go with it.
     pub(super) fn detach_pacing(&mut self, q: &Queue<F>) {
+        if q.pacing.pacer.is_some() {
+            self.pace.paced = self.pace.paced.saturating_sub(1);
+        }
         lock(&self.shared.queue_stats).remove(&q.conn);
     }
 
@@ -155,6 +162,13 @@ impl<F: Fabric> Poller<F> {
         for r in dropped {
             self.recycle(r);
         }
+    }
+
+    /// When the completion being handled was seen: at its early read
+    /// ([`Poller::stamp_poll`]), else now.
+    fn wc_now(&self) -> Nanos {
+        self.wc_at
+            .map_or_else(|| self.pace.now(), |t| self.pace.at(t))
     }
 
     fn note_due(&mut self, t: Nanos) {
@@ -269,6 +283,7 @@ impl<F: Fabric> Poller<F> {
                 q.pacing.chunks += 1;
                 q.pacing.chunks_in_flight += 1;
                 self.pace_sent(q, PACE_CHUNK);
+                self.stamp_poll();
                 true
             }
             Err(rej) if matches!(rej.error.error, FabricError::QueueFull { .. }) => {
@@ -320,8 +335,8 @@ impl<F: Fabric> Poller<F> {
         if len == 0 {
             return;
         }
+        let now = self.wc_now();
         if let Some(p) = q.pacing.pacer.as_mut() {
-            let now = self.pace.now();
             p.on_acked(now, len);
             q.pacing.wake_at(now);
             self.note_due(now);
@@ -330,8 +345,16 @@ impl<F: Fabric> Poller<F> {
 
     /// The probe `seq` posted at `sent_ns` completed.
     pub(super) fn probe_answered(&mut self, q: &mut Queue<F>, seq: ProbeSeq, sent_ns: u64) {
+        let now = self.wc_now();
         if let Some(p) = q.pacing.pacer.as_mut() {
-            let now = self.pace.now();
+            if let Some(t) = self.traced_poll {
+                tracing::trace!(
+                    target: "raidline::poll",
+                    "qid {} probe answer handled {} us after the completion poll",
+                    q.setup.qid,
+                    t.elapsed().as_micros()
+                );
+            }
             p.on_probe_answer(q.setup.qid, now, seq, Nanos(sent_ns));
             q.pacing.wake_at(now);
             self.note_due(now);
