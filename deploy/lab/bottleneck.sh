@@ -34,7 +34,11 @@ sock=/run/raidline/raidline.sock
 out=$LAB_RUN/bottleneck
 mkdir -p "$out"
 
-counters() { lab_rxe_counters | tr '\n' ' '; }
+# Every counter rxe keeps (retries, RNR NAKs, duplicates, ...), one "name value" pair each.
+counters() {
+  local d=/sys/class/infiniband/$LAB_RXE/ports/1/hw_counters f
+  for f in "$d"/*; do printf '%s %s ' "${f##*/}" "$(cat "$f")"; done
+}
 
 lab_rxe_up eth0
 serve() {
