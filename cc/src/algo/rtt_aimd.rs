@@ -32,8 +32,9 @@
 //! - RTT filter (`filter_us` W > 0, off in CTCC): the law's RTT is the lowest sample of the
 //!   last W to 2W (Copa's "standing RTT"). A host clock's scheduling and interrupt delays only
 //!   ever add to a sample and come and go between samples, while a standing queue raises every
-//!   one: the lab's loaded TCG guests put 10–40 ms of such delay on probes whose own queue pair
-//!   had nothing ahead. The cost is a later reaction to a queue that builds (up to 2W);
+//!   one (in the lab's two TCG guests, probes with nothing of their own queue pair ahead spread
+//!   over 8–60 ms between p10 and p90). The cost is a later reaction to a queue that builds (up
+//!   to 2W);
 //! - `base` is never taken above `base_cap_us` (like Swift's configured base delay): a flow that
 //!   starts while a queue stands would otherwise take the queue for the path and aim higher;
 //! - rate matching (`match_gain` g > 0, off in CTCC): before the step above, with

@@ -335,8 +335,8 @@ impl<F: Fabric> Poller<F> {
         if len == 0 {
             return;
         }
-        let now = self.wc_now();
         if let Some(p) = q.pacing.pacer.as_mut() {
+            let now = self.wc_now();
             p.on_acked(now, len);
             q.pacing.wake_at(now);
             self.note_due(now);
@@ -345,8 +345,8 @@ impl<F: Fabric> Poller<F> {
 
     /// The probe `seq` posted at `sent_ns` completed.
     pub(super) fn probe_answered(&mut self, q: &mut Queue<F>, seq: ProbeSeq, sent_ns: u64) {
-        let now = self.wc_now();
         if let Some(p) = q.pacing.pacer.as_mut() {
+            let now = self.wc_now();
             if let Some(t) = self.traced_poll {
                 tracing::trace!(
                     target: "raidline::poll",
