@@ -288,10 +288,11 @@ impl QpPacer {
             None => rtt,
             Some(s) => Nanos((s.0 * 7 + rtt.0) / 8),
         });
+        let before = self.rate_bytes_per_s();
         let (drained, ahead, forced) = match self.probe.take() {
             Some((s, tag)) if s == seq => {
                 // The tag's post time is the probe's: `sent` is the same stamp.
-                let pace = Some(self.rate_bytes_per_s()).filter(|r| r.is_finite());
+                let pace = Some(before).filter(|r| r.is_finite());
                 let s = self.net.probe_answered_paced(now, tag, pace);
                 (s.drained, s.ahead, s.forced)
             }
@@ -300,14 +301,9 @@ impl QpPacer {
                 (Nanos::ZERO, 0, false)
             }
         };
-        let traced = tracing::enabled!(target: "raidline::cc", tracing::Level::TRACE);
-        let before = if traced { self.rate_bytes_per_s() } else { 0.0 };
         on_ctl!(&self.algo, &mut self.ctl, a, c => {
             c.on_probe_answer_net(a, now, seq, drained);
         }, ());
-        if !traced {
-            return;
-        }
         tracing::trace!(
             target: "raidline::cc",
             "qid {qid} t {:.3} ms raw {:.1} us ahead {ahead} forced {forced} drained {:.1} us \

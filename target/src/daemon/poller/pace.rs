@@ -347,14 +347,6 @@ impl<F: Fabric> Poller<F> {
     pub(super) fn probe_answered(&mut self, q: &mut Queue<F>, seq: ProbeSeq, sent_ns: u64) {
         if let Some(p) = q.pacing.pacer.as_mut() {
             let now = self.wc_now();
-            if let Some(t) = self.traced_poll {
-                tracing::trace!(
-                    target: "raidline::poll",
-                    "qid {} probe answer handled {} us after the completion poll",
-                    q.setup.qid,
-                    t.elapsed().as_micros()
-                );
-            }
             p.on_probe_answer(q.setup.qid, now, seq, Nanos(sent_ns));
             q.pacing.wake_at(now);
             self.note_due(now);
@@ -436,7 +428,7 @@ impl<F: Fabric> Poller<F> {
         p.poll_timers(now);
         // The probe goes ahead of the transfers released below, not behind them: its RTT
         // then carries none of their drain time ([`raidline_cc::netrtt`]).
-        self.send_probe(q, now);
+        self.send_probe(q);
         let mut work = 0;
         while let Some((mut req, status, result)) = q.pacing.waiting.pop_front() {
             let len = write_len(&req, status).unwrap_or(0);
@@ -461,7 +453,7 @@ impl<F: Fabric> Poller<F> {
     /// fails (send queue full, QP breaking) is left to the probe timeout, which retries. A
     /// probe held back while the QP's own data drains ([`QpPacer::poll_probe`]) is looked at
     /// again at the next visit: every completion of a paced transfer makes the queue due.
-    fn send_probe(&mut self, q: &mut Queue<F>, pass: Nanos) {
+    fn send_probe(&mut self, q: &mut Queue<F>) {
         // Stamped with a fresh read, not the pass's: the visits before this one in the pass
         // may have posted many chunks (rxe runs their packet work inside the posting call),
         // and a stale stamp adds that time to the RTT.
@@ -469,12 +461,6 @@ impl<F: Fabric> Poller<F> {
         let Some(seq) = q.pacing.pacer.as_mut().and_then(|p| p.poll_probe(now)) else {
             return;
         };
-        tracing::trace!(
-            target: "raidline::cc",
-            "qid {} probe posted {:.1} us into the pacing pass",
-            q.setup.qid,
-            now.saturating_sub(pass).0 as f64 / 1e3
-        );
         let mut wr = [SendWr {
             wr_id: WrId(0),
             op: SendOp::RdmaWrite(RemoteBuf { addr: 0, rkey: 0 }),
