@@ -7,6 +7,15 @@
 //! outstanding; an answer counts only if its sequence number is the outstanding one (late answers
 //! to a timed-out probe are ignored); the timeout starts at `base_timeout`, doubles on each loss up
 //! to `max_timeout`, and returns to the base after an answer; a lost probe is retried.
+//!
+//! **On a reliable connection** ([`Prober::reliable`], an RC queue pair) a probe is never lost
+//! short of the connection breaking: it is only late, queued behind the QP's own transfers or
+//! in a congested switch. A timeout then tells the algorithm that the RTT is at least the time
+//! waited ([`Event::ProbeLost`] carries it), backs off and keeps the probe outstanding; no
+//! second probe goes, and the answer, however late, is the RTT sample. Retrying instead (the
+//! lossy-fabric rule) stacks probes behind one another, and once the RTT exceeds the timeout
+//! every answer is for a probe already given up: the algorithm never sees an RTT again. The
+//! lab's bottleneck run did exactly that, at 0.7–1 s of RTT with a 100 ms maximum timeout.
 
 use crate::algo::{Event, RemoteStamps};
 use crate::units::Nanos;
@@ -33,6 +42,7 @@ pub struct Prober {
     outstanding: Option<Outstanding>,
     min_rtt: Option<Nanos>,
     lost: u64,
+    reliable: bool,
 }
 
 impl Prober {
@@ -47,6 +57,16 @@ impl Prober {
             outstanding: None,
             min_rtt: None,
             lost: 0,
+            reliable: false,
+        }
+    }
+
+    /// A prober for probes on a reliable connection (see the module header): a timeout does
+    /// not give the probe up, only reports that it is late.
+    pub fn reliable(base_timeout: Nanos, max_timeout: Nanos) -> Prober {
+        Prober {
+            reliable: true,
+            ..Prober::new(base_timeout, max_timeout)
         }
     }
 
@@ -97,13 +117,21 @@ impl Prober {
     }
 
     /// The outstanding probe is declared lost at or after its deadline: the event for the
-    /// algorithm; the probe will be sent again.
+    /// algorithm; the probe will be sent again. On a reliable connection it is declared late
+    /// instead: it stays outstanding with a backed-off deadline, and its answer still counts.
     pub fn poll_timeout(&mut self, now: Nanos) -> Option<Event> {
         let o = self.outstanding.filter(|o| now >= o.deadline)?;
-        self.outstanding = None;
         self.lost += 1;
-        self.wanted = true;
         self.timeout = Nanos(self.timeout.0.saturating_mul(2)).min(self.max_timeout);
+        if self.reliable {
+            self.outstanding = Some(Outstanding {
+                deadline: now + self.timeout,
+                ..o
+            });
+        } else {
+            self.outstanding = None;
+            self.wanted = true;
+        }
         Some(Event::ProbeLost {
             waited: now - o.sent_at,
         })
@@ -114,7 +142,7 @@ impl Prober {
         self.min_rtt
     }
 
-    /// Probes declared lost so far.
+    /// Probes declared lost so far (on a reliable connection: timeouts of a late probe).
     pub fn lost(&self) -> u64 {
         self.lost
     }
@@ -185,5 +213,42 @@ mod tests {
         p.poll_send(Nanos::from_us(3000)).unwrap();
         assert_eq!(p.deadline(), Some(Nanos::from_us(3300)), "back to base");
         assert_eq!(p.lost(), 3);
+    }
+
+    #[test]
+    fn a_late_probe_on_a_reliable_connection_is_kept_and_its_answer_counts() {
+        let mut p = Prober::reliable(Nanos::from_ms(5), Nanos::from_ms(100));
+        p.request();
+        let s = p.poll_send(Nanos::ZERO).unwrap();
+        assert_eq!(
+            p.poll_timeout(Nanos::from_ms(5)),
+            Some(Event::ProbeLost {
+                waited: Nanos::from_ms(5)
+            }),
+            "the algorithm learns the RTT is at least 5 ms"
+        );
+        assert!(p.in_flight(), "the probe is late, not lost");
+        assert_eq!(p.deadline(), Some(Nanos::from_ms(15)), "backed off");
+        p.request();
+        assert_eq!(p.poll_send(Nanos::from_ms(6)), None, "no second probe");
+        for _ in 0..6 {
+            let d = p.deadline().unwrap();
+            assert!(matches!(p.poll_timeout(d), Some(Event::ProbeLost { .. })));
+        }
+        // 15, 35, 75, 155, then capped: 255, 355 and 455
+        assert_eq!(p.deadline(), Some(Nanos::from_ms(455)), "capped at max");
+        assert_eq!(
+            p.on_response(Nanos::from_ms(900), s, None),
+            Some(Event::Rtt {
+                rtt: Nanos::from_ms(900),
+                remote: None
+            }),
+            "the late answer is the sample"
+        );
+        assert!(!p.in_flight());
+        assert_eq!(p.lost(), 7);
+        let s2 = p.poll_send(Nanos::from_ms(901)).unwrap();
+        assert_ne!(s, s2);
+        assert_eq!(p.deadline(), Some(Nanos::from_ms(906)), "back to base");
     }
 }

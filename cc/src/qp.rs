@@ -56,6 +56,9 @@ pub struct QpConfig {
     /// Seed of the dither sequence; mixed with the start time, so QPs that share a seed but not
     /// a start nanosecond still dither differently.
     pub seed: u64,
+    /// The probes ride a reliable connection (an RC queue pair): a probe past its timeout is
+    /// late, not lost, and its answer still counts ([`Prober::reliable`]).
+    pub reliable: bool,
 }
 
 /// The pacer dither the simulator's results are measured with (`cc/README.md`).
@@ -89,7 +92,11 @@ impl<S: Copy + Default + std::fmt::Debug> QpController<S> {
         let mut pacer =
             Pacer::new(now, cfg.line_rate, cfg.burst, cfg.initial).with_jitter(cfg.jitter, seed);
         pacer.apply(now, &decision);
-        let mut prober = Prober::new(cfg.probe_timeout, cfg.max_probe_timeout);
+        let mut prober = if cfg.reliable {
+            Prober::reliable(cfg.probe_timeout, cfg.max_probe_timeout)
+        } else {
+            Prober::new(cfg.probe_timeout, cfg.max_probe_timeout)
+        };
         if decision.probe {
             prober.request();
         }
@@ -283,6 +290,7 @@ mod tests {
             max_probe_timeout: Nanos::from_us(19_200),
             jitter: 0.0,
             seed: 0,
+            reliable: false,
         }
     }
 

@@ -324,6 +324,8 @@ impl<A: CongestionControl> Sim<A> {
             max_probe_timeout: Nanos::from_us_f64(n.probe_timeout_us * 64.0),
             jitter: n.pace_jitter,
             seed,
+            // the simulated fabric drops packets, probes included
+            reliable: false,
         }
     }
 

@@ -181,6 +181,8 @@ fn qp_config() -> QpConfig {
         max_probe_timeout: Nanos::from_ms(100),
         jitter: raidline_cc::qp::DEFAULT_JITTER,
         seed: n,
+        // An RC QP: a probe is late, never lost (a broken QP takes its pacer with it).
+        reliable: true,
     }
 }
 
