@@ -293,9 +293,9 @@ impl QpPacer {
         let before = self.rate_bytes_per_s();
         let (drained, ahead, forced) = match self.probe.take() {
             Some((s, tag)) if s == seq => {
-                // The tag's post time is the probe's: `sent` is the same stamp.
-                let pace = Some(before).filter(|r| r.is_finite());
-                let s = self.net.probe_answered_paced(now, tag, pace);
+                // The tag's post time is the probe's: `sent` is the same stamp. A QP with a
+                // finite rate is paced: its sample keeps its raw RTT.
+                let s = self.net.probe_answered_paced(now, tag, before.is_finite());
                 (s.drained, s.ahead, s.forced)
             }
             other => {
