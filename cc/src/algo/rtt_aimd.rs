@@ -35,6 +35,15 @@
 //!   one (in the lab's two TCG guests, probes with nothing of their own queue pair ahead spread
 //!   over 8–60 ms between p10 and p90). The cost is a later reaction to a queue that builds (up
 //!   to 2W);
+//! - application-limited cap (`app_window_us` A > 0, off in CTCC): an increase never takes the
+//!   rate above twice what the flow sent over the last A to 2A (RFC 7661's idea for TCP's
+//!   window; never below the rate it already has). A flow with little to send keeps its rate:
+//!   without the cap, the lab's queue pairs probed an idle path for seconds, each answer below
+//!   target raised their rates to 40–100 MB/s over a 5 MB/s bottleneck, and the first load
+//!   after the idle spell filled the bottleneck's queue (0.7 s RTT, retransmissions). The
+//!   window must hold several of the flow's transfers: a hold per update (usage since the
+//!   previous answer) kept queue pairs at their floor, whose 16 KiB chunks leave less often
+//!   than the answers come;
 //! - `base` is never taken above `base_cap_us` (like Swift's configured base delay): a flow that
 //!   starts while a queue stands would otherwise take the queue for the path and aim higher;
 //! - rate matching (`match_gain` g > 0, off in CTCC): before the step above, with
@@ -89,10 +98,11 @@ const IDLE_US: usize = 22;
 const ACK_RTT: usize = 23;
 const PROBE_PER_RTT: usize = 24;
 const NP_UTIL_TH: usize = 25;
-const FILTER_US: usize = 26;
+const FILTER_US: usize = 27;
+const APP_WINDOW_US: usize = 26;
 
 /// Published CTCC values (CC.md); Raidline's default overrides some of them in [`RttAimd::new`].
-static SPECS: [ParamSpec; 27] = [
+static SPECS: [ParamSpec; 28] = [
     ParamSpec {
         name: "offset_us",
         min: 0.0,
@@ -276,6 +286,13 @@ static SPECS: [ParamSpec; 27] = [
         doc: "0: off; > 0: an answer whose responder reports a receive utilisation below this (the DOCA PCC RTT template's NP RX rate test, 0.9 there) gives an increase the full accel_max boost at once",
     },
     ParamSpec {
+        name: "app_window_us",
+        min: 0.0,
+        max: 1e7,
+        default: 0.0,
+        doc: "0: off; > 0: an increase never takes the rate above twice what the flow sent over the last app_window_us to 2 x app_window_us (RFC 7661): an application-limited flow keeps its rate",
+    },
+    ParamSpec {
         name: "filter_us",
         min: 0.0,
         max: 1e6,
@@ -284,7 +301,7 @@ static SPECS: [ParamSpec; 27] = [
     },
 ];
 
-/// Per-flow state (88 bytes).
+/// Per-flow state (104 bytes).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct State {
     rate: f64,
@@ -300,6 +317,11 @@ pub struct State {
     last_probe_req: u64,
     idle_since: u64,
     bytes_since_probe: u32,
+    /// `app_window_us`: bytes sent in the current and in the previous window, and when the
+    /// current one began.
+    sent_cur: u32,
+    sent_prev: u32,
+    sent_start: u64,
     stage: u16,
     have_prev: bool,
     ss_done: bool,
@@ -430,7 +452,7 @@ impl RttAimd {
                     * frac
                     * boost
                     * tscale;
-                s.rate += step;
+                s.rate = (s.rate + step).min(self.usage_cap(s, now).max(s.rate));
             }
         }
         s.rate = clamp_rate(s.rate, p.at(MIN_RATE_MBPS) * 1e6, s.line);
@@ -439,6 +461,46 @@ impl RttAimd {
             s.have_prev = true;
             s.last_update = now.0;
         }
+    }
+
+    /// `app_window_us`: counts `bytes` sent at `now` in the current window, starting a new
+    /// one when it is W old.
+    fn count_sent(&self, s: &mut State, now: Nanos, bytes: u64) {
+        let w = Nanos::from_us_f64(self.params.at(APP_WINDOW_US)).0;
+        if w == 0 {
+            return;
+        }
+        let bytes = bytes.min(u64::from(u32::MAX)) as u32;
+        let age = now.0.saturating_sub(s.sent_start);
+        if s.sent_start == 0 || age >= w {
+            s.sent_prev = if s.sent_start != 0 && age < 2 * w { s.sent_cur } else { 0 };
+            s.sent_cur = bytes;
+            s.sent_start = now.0.max(1);
+        } else {
+            s.sent_cur = s.sent_cur.saturating_add(bytes);
+        }
+    }
+
+    /// `app_window_us`: the highest rate an increase may reach, twice the rate the flow sent
+    /// at over the last W to 2W (infinite when off or before a whole window has passed).
+    fn usage_cap(&self, s: &State, now: Nanos) -> f64 {
+        let w = Nanos::from_us_f64(self.params.at(APP_WINDOW_US)).0;
+        if w == 0 || s.sent_start == 0 {
+            return f64::INFINITY;
+        }
+        let age = now.0.saturating_sub(s.sent_start);
+        let (bytes, span) = if age >= 2 * w {
+            (0, age)
+        } else if age >= w {
+            (u64::from(s.sent_cur), age)
+        } else {
+            (u64::from(s.sent_cur) + u64::from(s.sent_prev), age + w)
+        };
+        if span < w {
+            return f64::INFINITY;
+        }
+        // the rate is in bits per second
+        2.0 * bytes as f64 * 8.0 / (span as f64 / 1e9)
     }
 
     /// The RTT the law acts on: with `filter_us` = W > 0 the lowest sample of the last W to
@@ -553,6 +615,7 @@ impl CongestionControl for RttAimd {
             }
             Event::Sent { .. } if self.ack_mode() => {}
             Event::Sent { bytes } => {
+                self.count_sent(s, now, bytes);
                 s.bytes_since_probe = s
                     .bytes_since_probe
                     .saturating_add(bytes.min(u64::from(u32::MAX)) as u32);
@@ -697,6 +760,32 @@ mod tests {
             first > 100 && first <= 2000,
             "within two windows: {first} us"
         );
+    }
+
+    #[test]
+    fn an_application_limited_flow_keeps_its_rate() {
+        // 1 Gb/s (125 kB per ms), an answer at the base every 100 us for 20 ms, with
+        // `per_ms` bytes sent each ms (a tenth every 100 us)
+        let run = |window_us: f64, per_ms: u64| {
+            let mut a = RttAimd::ctcc();
+            a.params_mut().set("app_window_us", window_us).unwrap();
+            let mut s = at_rate(&a, 1.0, 10.0);
+            let r0 = s.rate;
+            for i in 0..=200u64 {
+                let now = Nanos::from_us(i * 100);
+                a.on_event(&mut s, now, Event::Sent { bytes: per_ms / 10 });
+                a.on_event(&mut s, now, rtt(10.0));
+            }
+            s.rate / r0
+        };
+        assert!(run(0.0, 1000) > 4.0, "off: an idle flow's rate still grows");
+        assert_eq!(run(1000.0, 1000), 1.0, "8 Mb/s sent: held at 1 Gb/s");
+        let r = run(1000.0, 100_000);
+        assert!(
+            r > 1.5 && r < 2.0,
+            "0.8 Gb/s sent: grows to about twice that at most: {r}"
+        );
+        assert!(run(1000.0, 1_000_000) > 4.0, "a flow that uses its rate grows");
     }
 
     #[test]
