@@ -106,7 +106,7 @@ static SPECS: [ParamSpec; 28] = [
     ParamSpec {
         name: "offset_us",
         min: 0.0,
-        max: 1000.0,
+        max: 100_000.0,
         default: 6.0,
         doc: "fixed target above base RTT, us",
     },
@@ -482,11 +482,15 @@ impl RttAimd {
     }
 
     /// `app_window_us`: the highest rate an increase may reach, twice the rate the flow sent
-    /// at over the last W to 2W (infinite when off or before a whole window has passed).
+    /// at over the last W to 2W (infinite when off; zero before anything was sent, so a flow
+    /// that has not sent yet keeps its starting rate).
     fn usage_cap(&self, s: &State, now: Nanos) -> f64 {
         let w = Nanos::from_us_f64(self.params.at(APP_WINDOW_US)).0;
-        if w == 0 || s.sent_start == 0 {
+        if w == 0 {
             return f64::INFINITY;
+        }
+        if s.sent_start == 0 {
+            return 0.0;
         }
         let age = now.0.saturating_sub(s.sent_start);
         let (bytes, span) = if age >= 2 * w {
@@ -496,9 +500,6 @@ impl RttAimd {
         } else {
             (u64::from(s.sent_cur) + u64::from(s.sent_prev), age + w)
         };
-        if span < w {
-            return f64::INFINITY;
-        }
         // the rate is in bits per second
         2.0 * bytes as f64 * 8.0 / (span as f64 / 1e9)
     }
@@ -773,12 +774,15 @@ mod tests {
             let r0 = s.rate;
             for i in 0..=200u64 {
                 let now = Nanos::from_us(i * 100);
-                a.on_event(&mut s, now, Event::Sent { bytes: per_ms / 10 });
+                if per_ms > 0 {
+                    a.on_event(&mut s, now, Event::Sent { bytes: per_ms / 10 });
+                }
                 a.on_event(&mut s, now, rtt(10.0));
             }
             s.rate / r0
         };
         assert!(run(0.0, 1000) > 4.0, "off: an idle flow's rate still grows");
+        assert_eq!(run(1000.0, 0), 1.0, "never sent: held at the starting rate");
         assert_eq!(run(1000.0, 1000), 1.0, "8 Mb/s sent: held at 1 Gb/s");
         let r = run(1000.0, 100_000);
         assert!(
