@@ -526,7 +526,10 @@ mod tests {
         complete_until(&mut e, &mut pending, t);
         let r = e.drain_rate().unwrap();
         assert!(r < 3e6, "the drain estimate follows the share: {r}");
-        assert!(e.peak_drain_rate().unwrap() > 9.9e6, "the peak is the QP's own rate");
+        assert!(
+            e.peak_drain_rate().unwrap() > 9.9e6,
+            "the peak is the QP's own rate"
+        );
         let ahead = e.outstanding();
         assert_eq!(ahead, 64 << 10);
         let tag = e.probe_posted(t);

@@ -473,7 +473,11 @@ impl RttAimd {
         let bytes = bytes.min(u64::from(u32::MAX)) as u32;
         let age = now.0.saturating_sub(s.sent_start);
         if s.sent_start == 0 || age >= w {
-            s.sent_prev = if s.sent_start != 0 && age < 2 * w { s.sent_cur } else { 0 };
+            s.sent_prev = if s.sent_start != 0 && age < 2 * w {
+                s.sent_cur
+            } else {
+                0
+            };
             s.sent_cur = bytes;
             s.sent_start = now.0.max(1);
         } else {
@@ -789,7 +793,10 @@ mod tests {
             r > 1.5 && r < 2.0,
             "0.8 Gb/s sent: grows to about twice that at most: {r}"
         );
-        assert!(run(1000.0, 1_000_000) > 4.0, "a flow that uses its rate grows");
+        assert!(
+            run(1000.0, 1_000_000) > 4.0,
+            "a flow that uses its rate grows"
+        );
     }
 
     #[test]
