@@ -21,6 +21,9 @@
 # counters on both sides, and the tbf's drops and backlog; then an off/on table. With
 # BN_CHECK=1 it exits 1 when the bounds of issue 17 item 3 fail (off: ping rises >= 10x; with a
 # law: retransmits 0, throughput >= 0.9 x off, Jain >= 0.9, ping p99 below off's p50).
+# BN_PCAP=1 captures the RoCE and ICMP headers on the serving side (tcpdump, after the tbf) in
+# $LAB_RUN/bottleneck/target.pcap: where a probe waited (before the qdisc, in it, or for its
+# acknowledgement) and which packets rxe sent twice.
 set -euo pipefail
 . "$LAB_DIR/guest/lib.sh"
 
@@ -42,6 +45,11 @@ counters() {
 
 lab_rxe_up eth0
 serve() {
+  if [ "${BN_PCAP:-0}" = 1 ]; then
+    # RoCE and ICMP headers as they leave (after the qdisc) and arrive, for matching probes
+    # to their acknowledgements and to the per-probe traces (raidline::cc=trace).
+    tcpdump -i eth0 -n -s 90 -w "$out/target.pcap" udp port 4791 or icmp 2> "$out/tcpdump.err" &
+  fi
   if [ "$rate" != none ]; then
     tc qdisc replace dev eth0 root tbf rate "$rate" burst 16kb limit "$limit"
     lab_log "egress bottleneck: $(tc qdisc show dev eth0)"
