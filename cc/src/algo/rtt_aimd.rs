@@ -98,8 +98,8 @@ const IDLE_US: usize = 22;
 const ACK_RTT: usize = 23;
 const PROBE_PER_RTT: usize = 24;
 const NP_UTIL_TH: usize = 25;
-const FILTER_US: usize = 27;
 const APP_WINDOW_US: usize = 26;
+const FILTER_US: usize = 27;
 
 /// Published CTCC values (CC.md); Raidline's default overrides some of them in [`RttAimd::new`].
 static SPECS: [ParamSpec; 28] = [
@@ -479,7 +479,12 @@ impl RttAimd {
                 0
             };
             s.sent_cur = bytes;
-            s.sent_start = now.0.max(1);
+            // windows follow each other, so the previous one spans exactly W
+            s.sent_start = if s.sent_start != 0 && age < 2 * w {
+                s.sent_start + w
+            } else {
+                now.0.max(1)
+            };
         } else {
             s.sent_cur = s.sent_cur.saturating_add(bytes);
         }

@@ -433,7 +433,8 @@ pub struct QueueStats {
     pub probes_forced: AtomicU64,
     /// Probes answered.
     pub probes: AtomicU64,
-    /// Probes declared lost.
+    /// Probe timeouts: an RC QP's probe past its timeout is late, not lost, and each backed-off
+    /// timeout of it counts once (its answer still comes and counts).
     pub probes_lost: AtomicU64,
     /// Transfers that waited for the token bucket.
     pub paced_waits: AtomicU64,
