@@ -18,7 +18,10 @@
 #
 # Per phase it prints: throughput, ping p50/p99 unloaded and under load, the bytes each I/O
 # queue pair moved (raidline status) and their Jain index, rxe's retransmit and sequence-error
-# counters on both sides, and the tbf's drops and backlog; then an off/on table. With
+# counters on both sides, and the tbf's drops and backlog; then an off/on table. Its host_dup
+# column (duplicates the host received) tells retries of what had arrived from losses
+# (host_oos: requests after a gap): rxe never cancels a QP's retransmit timer, so it fires one
+# ACK timeout after it was armed and retries whatever is outstanding, lost or not. With
 # BN_CHECK=1 it exits 1 when the bounds of issue 17 item 3 fail (off: ping rises >= 10x; with a
 # law: retransmits 0, throughput >= 0.9 x off, Jain >= 0.9, ping p99 below off's p50).
 # BN_PCAP=1 captures the RoCE and ICMP headers on the serving side (tcpdump, after the tbf) in
@@ -106,7 +109,7 @@ EOF
 
 i=0
 table=$out/table.txt
-printf '%-10s %9s %9s %9s %9s %9s %6s %8s %8s\n' algo MB/s ping50 ping99 idle50 idle99 jain retrans seq_err > "$table"
+printf '%-10s %9s %9s %9s %9s %9s %6s %8s %8s %8s %8s\n' algo MB/s ping50 ping99 idle50 idle99 jain retrans seq_err host_dup host_oos > "$table"
 for algo in $algos; do
   i=$((i + 1))
   lab_wait "ready-$i" 600
@@ -140,7 +143,7 @@ for algo in $algos; do
   cp "$LAB_RUN/sync/status-$i.json" "$LAB_RUN/sync/target-$i.txt" "$out/"
   read -r p50 p99 < <(ping_stats "$out/ping-load-$i.txt")
   read -r i50 i99 < <(ping_stats "$out/ping-idle-$i.txt")
-  row=$(python3 - "$out/fio-$i.json" "$out/status-$i.json" "$out/target-$i.txt" <<'EOF'
+  row=$(python3 - "$out/fio-$i.json" "$out/status-$i.json" "$out/target-$i.txt" "$rx_before" "$rx_after" <<'EOF'
 import json, re, sys
 fio = json.load(open(sys.argv[1]))
 mbs = sum(j["read"]["bw_bytes"] for j in fio["jobs"]) / 1e6
@@ -154,12 +157,19 @@ def delta(name):
     b = re.search(r"before-\d+ .*?\b" + name + r" (\d+)", t)
     a = re.search(r"after-\d+ .*?\b" + name + r" (\d+)", t)
     return int(a.group(1)) - int(b.group(1)) if a and b else -1
-print(f"{mbs:.2f} {jain:.3f} {delta('completer_retry_err')} {delta('rcvd_seq_err')} {len(x)}")
+# the host's side: duplicates it received (a retry of what had arrived: rxe's retransmit timer
+# is never cancelled, so it also fires with nothing lost) and requests after a gap (a loss)
+def host(name):
+    b = re.search(r"\b" + name + r" (\d+)", sys.argv[4])
+    a = re.search(r"\b" + name + r" (\d+)", sys.argv[5])
+    return int(a.group(1)) - int(b.group(1)) if a and b else -1
+print(f"{mbs:.2f} {jain:.3f} {delta('completer_retry_err')} {delta('rcvd_seq_err')} "
+      f"{host('duplicate_request')} {host('out_of_seq_request')} {len(x)}")
 EOF
 )
-  read -r mbs jain retr seqe nq <<< "$row"
-  printf '%-10s %9s %9s %9s %9s %9s %6s %8s %8s\n' "$algo" "$mbs" "$p50" "$p99" "$i50" "$i99" "$jain" "$retr" "$seqe" >> "$table"
-  lab_log "phase $i ($algo): $mbs MB/s over $nq queue pairs, ping p50/p99 $p50/$p99 ms (idle $i50/$i99), Jain $jain, target retransmits $retr, seq errors $seqe"
+  read -r mbs jain retr seqe hdup hoos nq <<< "$row"
+  printf '%-10s %9s %9s %9s %9s %9s %6s %8s %8s %8s %8s\n' "$algo" "$mbs" "$p50" "$p99" "$i50" "$i99" "$jain" "$retr" "$seqe" "$hdup" "$hoos" >> "$table"
+  lab_log "phase $i ($algo): $mbs MB/s over $nq queue pairs, ping p50/p99 $p50/$p99 ms (idle $i50/$i99), Jain $jain, target retransmits $retr, seq errors $seqe, host duplicates $hdup, host out-of-sequence $hoos"
   echo "initiator rxe: before $rx_before / after $rx_after"
   cat "$out/target-$i.txt"
   [ ! -s "$out/cc-show-$i.txt" ] || cat "$out/cc-show-$i.txt" 2>/dev/null || true
