@@ -91,6 +91,15 @@ impl Prober {
         Some(seq)
     }
 
+    /// The probe `seq` handed out by [`Prober::poll_send`] never left (the runtime could not
+    /// post it): it is given back, wanted again, and neither lost nor late.
+    pub fn unsent(&mut self, seq: ProbeSeq) {
+        if self.outstanding.is_some_and(|o| o.seq == seq) {
+            self.outstanding = None;
+            self.wanted = true;
+        }
+    }
+
     /// Whether [`Prober::poll_send`] would hand out a probe now.
     pub fn ready_to_send(&self) -> bool {
         self.wanted && self.outstanding.is_none()
@@ -213,6 +222,21 @@ mod tests {
         p.poll_send(Nanos::from_us(3000)).unwrap();
         assert_eq!(p.deadline(), Some(Nanos::from_us(3300)), "back to base");
         assert_eq!(p.lost(), 3);
+    }
+
+    #[test]
+    fn a_probe_that_was_not_posted_is_wanted_again() {
+        let mut p = Prober::reliable(Nanos::from_ms(5), Nanos::from_ms(100));
+        p.request();
+        let s = p.poll_send(Nanos::ZERO).unwrap();
+        p.unsent(ProbeSeq(s.0.wrapping_add(1)));
+        assert!(p.in_flight(), "another probe's failure changes nothing");
+        p.unsent(s);
+        assert!(!p.in_flight());
+        assert_eq!(p.deadline(), None, "no timeout will fire for it");
+        let s2 = p.poll_send(Nanos::from_ms(1)).expect("sent again, unasked");
+        assert_ne!(s, s2);
+        assert_eq!(p.lost(), 0);
     }
 
     #[test]

@@ -227,6 +227,13 @@ impl<S: Copy + Default + std::fmt::Debug> QpController<S> {
         }
     }
 
+    /// The probe `seq` from [`QpController::poll_probe`] could not be posted: it goes again
+    /// at the next [`QpController::poll_probe`] (on a reliable connection no timeout would
+    /// ever retry it).
+    pub fn probe_unsent(&mut self, seq: ProbeSeq) {
+        self.prober.unsent(seq);
+    }
+
     /// Whether a probe is wanted and none is in flight ([`QpController::poll_probe`] would
     /// hand one out).
     pub fn probe_wanted(&self) -> bool {

@@ -276,6 +276,15 @@ impl QpPacer {
         Some(seq)
     }
 
+    /// The probe `seq` from [`QpPacer::poll_probe`] could not be posted (send queue full): it
+    /// is wanted again, for the next visit.
+    pub fn probe_unsent(&mut self, seq: ProbeSeq) {
+        if self.probe.is_some_and(|(s, _)| s == seq) {
+            self.probe = None;
+        }
+        on_ctl!(&self.algo, &mut self.ctl, _a, c => c.probe_unsent(seq), ());
+    }
+
     /// The probe `seq` sent at `sent` completed at `now`: the algorithm gets its net RTT.
     ///
     /// Each answer is traced (target `raidline::cc`, level trace: `RUST_LOG=raidline::cc=trace`)
@@ -669,6 +678,24 @@ mod tests {
         run(&mut p, Nanos::from_us(500), 100);
         let slow = p.rate_bytes_per_s();
         assert!(slow < fast / 2.0, "{fast} -> {slow}");
+    }
+
+    #[test]
+    fn a_probe_that_could_not_be_posted_goes_again_at_the_next_visit() {
+        let a = spec("fixed", &[]).build().unwrap();
+        let mut p = QpPacer::new(&a, Nanos::ZERO);
+        let t0 = REPORT_PROBE_INTERVAL;
+        let s0 = p.poll_probe(t0).expect("first probe");
+        assert_eq!(p.poll_probe(t0 + Nanos(1)), None, "one in flight");
+        // The send queue was full: the probe never left.
+        p.probe_unsent(s0);
+        let s1 = p.poll_probe(t0 + Nanos(2)).expect("wanted again at once");
+        assert_ne!(s0, s1);
+        p.on_probe_answer(1, t0 + Nanos::from_us(300), s1, t0 + Nanos(2));
+        let s = QueueStats::default();
+        p.publish(&s);
+        assert_eq!(s.probes_lost.load(Ordering::Relaxed), 0);
+        assert!((s.raw_rtt_us() - 300.0).abs() < 0.01, "{}", s.raw_rtt_us());
     }
 
     #[test]

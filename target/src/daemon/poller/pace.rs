@@ -450,7 +450,9 @@ impl<F: Fabric> Poller<F> {
     }
 
     /// Posts the probe the pacer wants, if any: a signaled zero-length RDMA WRITE. A post that
-    /// fails (send queue full, QP breaking) is left to the probe timeout, which retries. A
+    /// fails (send queue full, QP breaking) gives the probe back to the pacer, which wants it
+    /// again at a visit soon after (the probe timeout would not: on an RC QP a late probe is
+    /// kept, never re-sent). A
     /// probe held back while the QP's own data drains ([`QpPacer::poll_probe`]) is looked at
     /// again at the next visit: every completion of a paced transfer makes the queue due.
     fn send_probe(&mut self, q: &mut Queue<F>) {
@@ -480,6 +482,12 @@ impl<F: Fabric> Poller<F> {
                 q.proto.qid(),
                 rej.error
             );
+            if let Some(p) = q.pacing.pacer.as_mut() {
+                p.probe_unsent(seq);
+            }
+            let t = now + STOPPED_RETRY;
+            q.pacing.wake_at(t);
+            self.note_due(t);
         }
     }
 
