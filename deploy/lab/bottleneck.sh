@@ -152,19 +152,17 @@ st = json.load(open(sys.argv[2]))
 x = [q.get("bytes", 0) for c in st["controllers"] for q in c["queues"] if q["qid"] != 0]
 x = [v for v in x if v is not None]
 jain = (sum(x) ** 2 / (len(x) * sum(v * v for v in x))) if x and sum(x) else float("nan")
-t = open(sys.argv[3]).read()
-def delta(name):
-    b = re.search(r"before-\d+ .*?\b" + name + r" (\d+)", t)
-    a = re.search(r"after-\d+ .*?\b" + name + r" (\d+)", t)
+def change(name, before, after):
+    b = re.search(r"\b" + name + r" (\d+)", before)
+    a = re.search(r"\b" + name + r" (\d+)", after)
     return int(a.group(1)) - int(b.group(1)) if a and b else -1
+tb, _, ta = open(sys.argv[3]).read().partition("target-rxe-after")
+hb, ha = sys.argv[4], sys.argv[5]
 # the host's side: duplicates it received (a retry of what had arrived: rxe's retransmit timer
 # is never cancelled, so it also fires with nothing lost) and requests after a gap (a loss)
-def host(name):
-    b = re.search(r"\b" + name + r" (\d+)", sys.argv[4])
-    a = re.search(r"\b" + name + r" (\d+)", sys.argv[5])
-    return int(a.group(1)) - int(b.group(1)) if a and b else -1
-print(f"{mbs:.2f} {jain:.3f} {delta('completer_retry_err')} {delta('rcvd_seq_err')} "
-      f"{host('duplicate_request')} {host('out_of_seq_request')} {len(x)}")
+print(f"{mbs:.2f} {jain:.3f} {change('completer_retry_err', tb, ta)} "
+      f"{change('rcvd_seq_err', tb, ta)} {change('duplicate_request', hb, ha)} "
+      f"{change('out_of_seq_request', hb, ha)} {len(x)}")
 EOF
 )
   read -r mbs jain retr seqe hdup hoos nq <<< "$row"
