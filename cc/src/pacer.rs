@@ -17,6 +17,15 @@
 //! in `raidline-ccsim`, see `cc/README.md`); with dither every probe samples the queue at a fresh
 //! phase.
 //!
+//! Idle bank (`idle_burst`, off when equal to `burst`): tokens fill the whole bucket only while
+//! a packet waits for them (the last [`Pacer::readiness`] said not yet, and nothing left
+//! since). While nothing waits, tokens earned take the bucket to at most `idle_burst`. A
+//! backlogged flow whose sender came late (a busy poller) keeps what it earned meanwhile;
+//! a flow that had nothing to send banks no burst for when it restarts. Without it, the
+//! lab's queue pairs, connected and idle before the load, each released a full 256 KiB bucket
+//! at the load's first transfers: 200 ms of its 40 Mbit/s bottleneck at once (TCP restarts
+//! after idle for the same reason, RFC 7661 and Linux's `tcp_slow_start_after_idle`).
+//!
 //! Invariants: `−2j·len ≤ tokens ≤ max(burst, packet)`; `in_flight` only counts bytes sent and
 //! not yet acknowledged or declared lost; the same seed and inputs give the same schedule.
 
@@ -48,6 +57,10 @@ pub struct Pacer {
     jitter: f64,
     rng: u64,
     prev_u: f64,
+    /// Tokens earned while nothing waits fill the bucket to at most this.
+    idle_burst: u64,
+    /// A packet waits for tokens: the last readiness was not `Now`, and nothing left since.
+    waiting: bool,
 }
 
 impl Pacer {
@@ -64,7 +77,16 @@ impl Pacer {
             jitter: 0.0,
             rng: 0,
             prev_u: 0.0,
+            idle_burst: burst,
+            waiting: false,
         }
+    }
+
+    /// Bank at most `idle_burst` bytes while nothing waits (see the module header; at most
+    /// `burst`, which is the default: no idle rule).
+    pub fn with_idle_burst(mut self, idle_burst: u64) -> Pacer {
+        self.idle_burst = idle_burst.min(self.burst);
+        self
     }
 
     /// Turn dither on (see the module header): `jitter` is clamped to `[0, 1]`; `seed` picks the
@@ -128,6 +150,7 @@ impl Pacer {
         if need <= 0.0 {
             return Readiness::Now;
         }
+        self.waiting = true;
         if self.rate.0 == 0 {
             return Readiness::Stopped;
         }
@@ -148,6 +171,7 @@ impl Pacer {
         };
         // never below what a full dither swing can owe, so a stalled flow cannot bank debt
         self.tokens = (self.tokens - charge).max(-2.0 * self.jitter * len as f64);
+        self.waiting = false;
         self.in_flight = self.in_flight.saturating_add(len);
     }
 
@@ -162,13 +186,19 @@ impl Pacer {
     }
 
     /// Earns tokens since the last refill, up to the bucket (or `len`, a packet larger than
-    /// the bucket); tokens already above that (left by a large packet's dithered charge) are
-    /// kept, not clipped: clipping them at a rate change or a bare refill made a runtime
-    /// whose packets exceed the bucket lose 7 % of its rate.
+    /// the bucket; `idle_burst` instead while nothing waited); tokens already above that
+    /// (left by a large packet's dithered charge, or banked while a packet waited) are kept,
+    /// not clipped: clipping them at a rate change or a bare refill made a runtime whose
+    /// packets exceed the bucket lose 7 % of its rate.
     fn refill(&mut self, now: Nanos, len: u64) {
         let dt = now.saturating_sub(self.last);
         self.last = self.last.max(now);
-        let cap = (self.burst.max(len) as f64).max(self.tokens);
+        let depth = if self.waiting {
+            self.burst
+        } else {
+            self.idle_burst
+        };
+        let cap = (depth.max(len) as f64).max(self.tokens);
         self.tokens = (self.tokens + dt.as_secs_f64() * self.rate.bps() / 8.0).min(cap);
     }
 }
@@ -318,5 +348,32 @@ mod tests {
         );
         p.on_sent(Nanos::ZERO, 1000);
         assert_eq!(p.readiness(Nanos::ZERO, 1000), Readiness::WindowFull);
+    }
+
+    #[test]
+    fn an_idle_flow_banks_only_its_idle_burst_a_waiting_one_the_whole_bucket() {
+        // 8 Mb/s = 1 MB/s: 1000 bytes a millisecond; bucket 256 KB, idle bank 32 KB
+        let rate = Rate::from_bps_f64(8e6);
+        let mut p = Pacer::new(Nanos::ZERO, rate, 256_000, 32_000).with_idle_burst(32_000);
+        p.apply(Nanos::ZERO, &dec(rate, None));
+        // a second of nothing to send: the bucket holds the idle bank, not 256 KB
+        let t = Nanos::from_ms(1000);
+        assert_eq!(p.readiness(t, 32_000), Readiness::Now);
+        assert_eq!(p.readiness(t, 64_000), Readiness::At(t + Nanos::from_ms(32)));
+        // that 64 KB transfer now waits; the sender comes back 500 ms late (a busy poller):
+        // everything earned meanwhile is kept, up to the whole bucket
+        let late = t + Nanos::from_ms(500);
+        assert_eq!(p.readiness(late, 64_000), Readiness::Now);
+        p.on_sent(late, 64_000);
+        assert_eq!(p.readiness(late, 256_000 - 64_000), Readiness::Now);
+        p.on_sent(late, 256_000 - 64_000);
+        // sent: nothing waits any more, so the next idle spell banks the idle burst again
+        let t2 = late + Nanos::from_ms(1000);
+        assert_eq!(p.readiness(t2, 32_000), Readiness::Now);
+        assert!(matches!(p.readiness(t2, 33_000), Readiness::At(_)));
+        // the default is no idle rule: the whole bucket fills while idle
+        let mut q = Pacer::new(Nanos::ZERO, rate, 256_000, 32_000);
+        q.apply(Nanos::ZERO, &dec(rate, None));
+        assert_eq!(q.readiness(t, 256_000), Readiness::Now);
     }
 }

@@ -320,6 +320,8 @@ impl<A: CongestionControl> Sim<A> {
             line_rate: line,
             burst: u64::from(n.burst_bytes).max(packet),
             initial: packet,
+            // the simulated senders' buckets are two packets deep: no idle rule
+            idle_burst: u64::from(n.burst_bytes).max(packet),
             probe_timeout: Nanos::from_us_f64(n.probe_timeout_us),
             max_probe_timeout: Nanos::from_us_f64(n.probe_timeout_us * 64.0),
             jitter: n.pace_jitter,

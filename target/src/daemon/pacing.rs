@@ -50,6 +50,13 @@ pub const LINE_RATE_GBPS: f64 = 100.0;
 /// under load, and a small bucket loses those tokens.
 pub const BURST_BYTES: u64 = 256 << 10;
 
+/// What a queue pair with nothing waiting for the bucket may bank (two 16 KiB chunks), and
+/// what a new one starts with: the whole bucket fills only while a transfer waits for it
+/// ([`raidline_cc::pacer`]'s idle bank). Before, the lab's queue pairs, idle between connect
+/// and load, each let a full 256 KiB bucket go at the load's first transfers: 200 ms of the
+/// 40 Mbit/s bottleneck at once, raw probe RTTs of 36–223 ms in the load's first second.
+pub const IDLE_BURST_BYTES: u64 = 32 << 10;
+
 /// First probe timeout. The RTT is taken on the host clock (poll to poll, so software
 /// latency is in it: hundreds of microseconds on a busy host), and an RC QP does not lose a
 /// probe short of breaking, so the timeout is far above the reference 300 us.
@@ -176,7 +183,8 @@ fn qp_config() -> QpConfig {
     QpConfig {
         line_rate: Rate::from_gbps(LINE_RATE_GBPS),
         burst: BURST_BYTES,
-        initial: BURST_BYTES / 2,
+        initial: IDLE_BURST_BYTES,
+        idle_burst: IDLE_BURST_BYTES,
         probe_timeout: PROBE_TIMEOUT,
         max_probe_timeout: Nanos::from_ms(100),
         jitter: raidline_cc::qp::DEFAULT_JITTER,
