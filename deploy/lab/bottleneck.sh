@@ -131,11 +131,13 @@ for algo in $algos; do
     --iodepth=16 --numjobs=2 --cpus_allowed_policy=split --cpus_allowed=0-1 --size=2g \
     --time_based --runtime="$secs" --eta=never --output-format=json > "$out/fio-$i.json" &
   fp=$!
-  sleep $((secs * 3 / 4))
-  lab_signal "loaded-$i"
-  lab_wait "status-$i" 120
   wait "$fp"
   wait "$pp" || true
+  # The serving side reads `raidline status` and `cc show` only now, with the host connected
+  # and idle: run in the loaded TCG guest, the two commands stalled the poller for about a
+  # second, and its catch-up burst put a 30-70 ms spike into the pings (seen with `fixed`).
+  lab_signal "loaded-$i"
+  lab_wait "status-$i" 120
   rx_after=$(counters)
   lab_signal "done-$i"
   nvme disconnect -n "$nqn" >/dev/null
