@@ -359,7 +359,10 @@ mod tests {
         // a second of nothing to send: the bucket holds the idle bank, not 256 KB
         let t = Nanos::from_ms(1000);
         assert_eq!(p.readiness(t, 32_000), Readiness::Now);
-        assert_eq!(p.readiness(t, 64_000), Readiness::At(t + Nanos::from_ms(32)));
+        assert_eq!(
+            p.readiness(t, 64_000),
+            Readiness::At(t + Nanos::from_ms(32))
+        );
         // that 64 KB transfer now waits; the sender comes back 500 ms late (a busy poller):
         // everything earned meanwhile is kept, up to the whole bucket
         let late = t + Nanos::from_ms(500);

@@ -92,10 +92,9 @@ impl<S: Copy + Default + std::fmt::Debug> QpController<S> {
             },
         );
         let seed = cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ now.0;
-        let mut pacer =
-            Pacer::new(now, cfg.line_rate, cfg.burst, cfg.initial)
-                .with_idle_burst(cfg.idle_burst)
-                .with_jitter(cfg.jitter, seed);
+        let mut pacer = Pacer::new(now, cfg.line_rate, cfg.burst, cfg.initial)
+            .with_idle_burst(cfg.idle_burst)
+            .with_jitter(cfg.jitter, seed);
         pacer.apply(now, &decision);
         let mut prober = if cfg.reliable {
             Prober::reliable(cfg.probe_timeout, cfg.max_probe_timeout)
