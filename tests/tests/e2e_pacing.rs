@@ -407,10 +407,10 @@ fn rtt_aimd_slows_down_under_injected_delay() {
     let net = MemNetwork::new();
     let faulty = Faulty::new(net.device("target0"), FaultConfig::default());
     let control = faulty.control();
-    // Start at 1 Gb/s rather than the 100 G/8192 floor, take the base RTT from the
-    // measurements (the default caps it at 10 us, a NIC-timestamped datacenter value) and aim
-    // 1 ms + 1 ms/sqrt(Gb/s) above it, above the host-clock jitter of a loaded 2-core machine
-    // (its smoothed RTT reaches ~0.7 ms here): undelayed the rate grows or holds.
+    // The daemon's rtt-aimd (host-clock defaults) started at 1 Gb/s rather than 8 Mb/s, so
+    // the test sees a cut from a rate the in-memory fabric carries, aiming 1 ms + 1 ms/sqrt(Gb/s)
+    // above the base: above the host-clock jitter of a loaded 2-core machine (its smoothed RTT
+    // reaches ~0.7 ms here), so undelayed the rate holds.
     let cc = CcSpec {
         algorithm: "rtt-aimd".into(),
         params: vec![

@@ -360,6 +360,22 @@ impl RttAimd {
         }
     }
 
+    /// Raidline's default for RTTs timed on the **host clock**, also named `rtt-aimd`:
+    /// [`RttAimd::new`] with [`HOST_CLOCK_OVERRIDES`]. The daemon times its probes on the host
+    /// clock (no NIC completion timestamps: rxe has none, and the daemon does not read a
+    /// NIC's yet), where a sample holds the poller's own latency: hundreds of microseconds on
+    /// a busy host, milliseconds in the lab's TCG guests. [`RttAimd::new`]'s 10 us base cap and
+    /// 4 us target pin such a flow to its floor. Measured at the lab's 40 Mbit/s bottleneck
+    /// (`deploy/lab/bottleneck.sh`, see `cc/README.md`).
+    pub fn host_clock() -> RttAimd {
+        let mut a = RttAimd::new();
+        for (name, v) in HOST_CLOCK_OVERRIDES {
+            // In the ranges of SPECS (checked by a unit test).
+            let _ = a.params.set(name, *v);
+        }
+        a
+    }
+
     fn target_ns(&self, s: &State) -> f64 {
         let p = &self.params;
         let min_rate = p.at(MIN_RATE_MBPS) * 1e6;
@@ -577,6 +593,40 @@ pub const DEFAULT_OVERRIDES: &[(&str, f64)] = &[
     ("np_util_th", 0.95),
 ];
 
+/// [`RttAimd::host_clock`]'s parameters, where they differ from [`DEFAULT_OVERRIDES`]: a
+/// target of about base + 6 ms at 1 MB/s (`offset_us` 3000 plus `scale_us` 300/sqrt(Gb/s),
+/// at most 4 ms), above the spread of host-clock samples with nothing queued; the law acts on
+/// the lowest RTT of the last 50-100 ms (`filter_us`); a probe every 20 ms per queue pair,
+/// not per packet or per RTT (rxe's retransmit timer, armed by an outstanding probe and never
+/// cancelled, fires spuriously: fewer probes in flight, fewer retries); steps per 20 ms; no
+/// base cap (the base is the lowest sample); a 1 Mb/s floor and an 8 Mb/s start, an additive
+/// step of 0.2 Mb/s per stage up to 2 stages (larger steps, 0.4 Mb/s up to 4 stages, swung the
+/// lab's queue between empty and 50 ms; 0.1 Mb/s in one stage left the link idle, 0.82 x
+/// off's throughput), a cut of at most 5 % per 20 ms (10 % left 0.88-0.90 x off's
+/// throughput), and an increase never above twice what the queue pair sent over the last
+/// 100-200 ms (`app_window_us`: an idle queue pair keeps its rate).
+pub const HOST_CLOCK_OVERRIDES: &[(&str, f64)] = &[
+    ("base_cap_us", 100_000.0),
+    ("offset_us", 3000.0),
+    ("scale_us", 300.0),
+    ("scale_cap_us", 4000.0),
+    ("lin_span_us", 4000.0),
+    ("idle_us", 1000.0),
+    ("min_rate_mbps", 1.0),
+    ("init_rate_mbps", 8.0),
+    ("match_gain", 0.0),
+    ("filter_us", 50_000.0),
+    ("probe_per_rtt", 0.0),
+    ("probe_bytes", 1e9),
+    ("probe_interval_us", 20_000.0),
+    ("step_time_us", 20_000.0),
+    ("app_window_us", 100_000.0),
+    ("beta", 0.05),
+    ("ai_mbps", 0.2),
+    ("stage_max", 2.0),
+    ("incr_cap", 1.0),
+];
+
 impl CongestionControl for RttAimd {
     type State = State;
 
@@ -693,9 +743,14 @@ mod tests {
     fn state_is_small_and_overrides_are_in_range() {
         assert!(std::mem::size_of::<State>() <= super::super::MAX_STATE_BYTES);
         let mut p = Params::new("x", &SPECS);
-        for (n, v) in DEFAULT_OVERRIDES {
+        for (n, v) in DEFAULT_OVERRIDES.iter().chain(HOST_CLOCK_OVERRIDES) {
             p.set(n, *v).unwrap();
         }
+        assert_eq!(RttAimd::host_clock().name(), "rtt-aimd");
+        assert_eq!(
+            RttAimd::host_clock().params().get("filter_us").unwrap(),
+            50_000.0
+        );
     }
 
     #[test]

@@ -114,10 +114,12 @@ macro_rules! on_algo {
 }
 
 impl Algorithm {
-    /// The algorithm at its defaults.
+    /// The algorithm at its defaults. `rtt-aimd`'s are those for RTTs timed on the host clock
+    /// ([`RttAimd::host_clock`]): the daemon's probes are (the simulator's `rtt-aimd`,
+    /// [`RttAimd::new`], models NIC-timestamped microsecond RTTs).
     pub fn by_name(name: &str) -> Result<Algorithm, CcError> {
         Ok(match name {
-            "rtt-aimd" => Algorithm::RttAimd(RttAimd::new()),
+            "rtt-aimd" => Algorithm::RttAimd(RttAimd::host_clock()),
             "ctcc" => Algorithm::RttAimd(RttAimd::ctcc()),
             "swift" => Algorithm::Swift(Swift::new()),
             "timely" => Algorithm::Timely(Timely::new()),
@@ -664,9 +666,8 @@ mod tests {
 
     #[test]
     fn rtt_aimd_slows_down_when_the_rtt_grows() {
-        let a = spec("rtt-aimd", &[("base_cap_us", 100_000.0)])
-            .build()
-            .unwrap();
+        // The daemon's rtt-aimd, at its host-clock defaults: a 1 ms path, then 20 ms.
+        let a = spec("rtt-aimd", &[]).build().unwrap();
         let mut p = QpPacer::new(&a, Nanos::ZERO);
         let mut now = Nanos::ZERO;
         let mut run = |p: &mut QpPacer, rtt: Nanos, n: usize| {
@@ -681,9 +682,9 @@ mod tests {
                 now = now + rtt + Nanos::from_us(10);
             }
         };
-        run(&mut p, Nanos::from_us(20), 300);
+        run(&mut p, Nanos::from_ms(1), 300);
         let fast = p.rate_bytes_per_s();
-        run(&mut p, Nanos::from_us(500), 100);
+        run(&mut p, Nanos::from_ms(20), 100);
         let slow = p.rate_bytes_per_s();
         assert!(slow < fast / 2.0, "{fast} -> {slow}");
     }
