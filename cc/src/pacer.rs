@@ -19,7 +19,10 @@
 //!
 //! Idle bank (`idle_burst`, off when equal to `burst`): tokens fill the whole bucket only while
 //! a packet waits for them (the last [`Pacer::readiness`] said not yet, and nothing left
-//! since). While nothing waits, tokens earned take the bucket to at most `idle_burst`. A
+//! since). While nothing waits, tokens earned take the bucket to at most `idle_burst`, or
+//! `idle_time` at the current rate if that is more (never above `burst`), whatever the size of
+//! the packet asking: a larger one waits, and the bucket then fills for it. So a fast flow
+//! whose transfers come with gaps still sends each whole, and a slow one restarts gently. A
 //! backlogged flow whose sender came late (a busy poller) keeps what it earned meanwhile;
 //! a flow that had nothing to send banks no burst for when it restarts. Without it, the
 //! lab's queue pairs, connected and idle before the load, each released a full 256 KiB bucket
@@ -57,8 +60,10 @@ pub struct Pacer {
     jitter: f64,
     rng: u64,
     prev_u: f64,
-    /// Tokens earned while nothing waits fill the bucket to at most this.
+    /// Tokens earned while nothing waits fill the bucket to at most this, or to `idle_time`
+    /// at the rate.
     idle_burst: u64,
+    idle_time: Nanos,
     /// A packet waits for tokens: the last readiness was not `Now`, and nothing left since.
     waiting: bool,
 }
@@ -78,14 +83,16 @@ impl Pacer {
             rng: 0,
             prev_u: 0.0,
             idle_burst: burst,
+            idle_time: Nanos::ZERO,
             waiting: false,
         }
     }
 
-    /// Bank at most `idle_burst` bytes while nothing waits (see the module header; at most
-    /// `burst`, which is the default: no idle rule).
-    pub fn with_idle_burst(mut self, idle_burst: u64) -> Pacer {
+    /// Bank at most `idle_burst` bytes, or `idle_time` at the rate, while nothing waits (see
+    /// the module header; at most `burst`, which is the default: no idle rule).
+    pub fn with_idle_burst(mut self, idle_burst: u64, idle_time: Nanos) -> Pacer {
         self.idle_burst = idle_burst.min(self.burst);
+        self.idle_time = idle_time;
         self
     }
 
@@ -186,19 +193,21 @@ impl Pacer {
     }
 
     /// Earns tokens since the last refill, up to the bucket (or `len`, a packet larger than
-    /// the bucket; `idle_burst` instead while nothing waited); tokens already above that
+    /// the bucket; the idle bank instead while nothing waited); tokens already above that
     /// (left by a large packet's dithered charge, or banked while a packet waited) are kept,
     /// not clipped: clipping them at a rate change or a bare refill made a runtime whose
     /// packets exceed the bucket lose 7 % of its rate.
     fn refill(&mut self, now: Nanos, len: u64) {
         let dt = now.saturating_sub(self.last);
         self.last = self.last.max(now);
-        let depth = if self.waiting {
-            self.burst
+        let depth = if self.waiting || self.idle_burst >= self.burst {
+            self.burst.max(len) as f64
         } else {
-            self.idle_burst
+            // not raised to `len`: a packet above the idle bank waits, and then it fills
+            let at_rate = self.idle_time.as_secs_f64() * self.rate.bps() / 8.0;
+            (self.idle_burst as f64).max(at_rate).min(self.burst as f64)
         };
-        let cap = (depth.max(len) as f64).max(self.tokens);
+        let cap = depth.max(self.tokens);
         self.tokens = (self.tokens + dt.as_secs_f64() * self.rate.bps() / 8.0).min(cap);
     }
 }
@@ -354,7 +363,8 @@ mod tests {
     fn an_idle_flow_banks_only_its_idle_burst_a_waiting_one_the_whole_bucket() {
         // 8 Mb/s = 1 MB/s: 1000 bytes a millisecond; bucket 256 KB, idle bank 32 KB
         let rate = Rate::from_bps_f64(8e6);
-        let mut p = Pacer::new(Nanos::ZERO, rate, 256_000, 32_000).with_idle_burst(32_000);
+        let mut p =
+            Pacer::new(Nanos::ZERO, rate, 256_000, 32_000).with_idle_burst(32_000, Nanos::ZERO);
         p.apply(Nanos::ZERO, &dec(rate, None));
         // a second of nothing to send: the bucket holds the idle bank, not 256 KB
         let t = Nanos::from_ms(1000);
@@ -378,5 +388,24 @@ mod tests {
         let mut q = Pacer::new(Nanos::ZERO, rate, 256_000, 32_000);
         q.apply(Nanos::ZERO, &dec(rate, None));
         assert_eq!(q.readiness(t, 256_000), Readiness::Now);
+        // a large transfer first after an idle spell does not raise the idle bank: it waits
+        // for its rest, then goes
+        let mut b =
+            Pacer::new(Nanos::ZERO, rate, 256_000, 32_000).with_idle_burst(32_000, Nanos::ZERO);
+        b.apply(Nanos::ZERO, &dec(rate, None));
+        assert_eq!(
+            b.readiness(t, 128_000),
+            Readiness::At(t + Nanos::from_ms(96))
+        );
+        assert_eq!(b.readiness(t + Nanos::from_ms(96), 128_000), Readiness::Now);
+        // with an idle time, a fast flow banks that long at its rate: 10 ms at 80 Mb/s is
+        // 100 KB, so a 100 KB transfer after a gap goes whole, a 101 KB one waits
+        let fast = Rate::from_bps_f64(80e6);
+        for (len, whole) in [(100_000, true), (101_000, false)] {
+            let mut f = Pacer::new(Nanos::ZERO, fast, 256_000, 32_000)
+                .with_idle_burst(32_000, Nanos::from_ms(10));
+            f.apply(Nanos::ZERO, &dec(fast, None));
+            assert_eq!(f.readiness(t, len) == Readiness::Now, whole, "{len}");
+        }
     }
 }

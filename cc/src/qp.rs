@@ -47,9 +47,11 @@ pub struct QpConfig {
     pub burst: u64,
     /// Bytes the bucket holds at start (one packet lets the first packet go at once).
     pub initial: u64,
-    /// Tokens earned while no packet waits fill the bucket to at most this (see [`Pacer`]'s
-    /// idle bank); `burst` turns the rule off.
+    /// Tokens earned while no packet waits fill the bucket to at most this, or to
+    /// `idle_time` at the rate (see [`Pacer`]'s idle bank); `burst` turns the rule off.
     pub idle_burst: u64,
+    /// See `idle_burst`.
+    pub idle_time: Nanos,
     /// First probe timeout (reference: 300 us).
     pub probe_timeout: Nanos,
     /// Largest probe timeout after back-off.
@@ -93,7 +95,7 @@ impl<S: Copy + Default + std::fmt::Debug> QpController<S> {
         );
         let seed = cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ now.0;
         let mut pacer = Pacer::new(now, cfg.line_rate, cfg.burst, cfg.initial)
-            .with_idle_burst(cfg.idle_burst)
+            .with_idle_burst(cfg.idle_burst, cfg.idle_time)
             .with_jitter(cfg.jitter, seed);
         pacer.apply(now, &decision);
         let mut prober = if cfg.reliable {
@@ -298,6 +300,7 @@ mod tests {
             burst: 8320,
             initial: 4160,
             idle_burst: 8320,
+            idle_time: Nanos::ZERO,
             probe_timeout: Nanos::from_us(300),
             max_probe_timeout: Nanos::from_us(19_200),
             jitter: 0.0,

@@ -322,6 +322,7 @@ impl<A: CongestionControl> Sim<A> {
             initial: packet,
             // the simulated senders' buckets are two packets deep: no idle rule
             idle_burst: u64::from(n.burst_bytes).max(packet),
+            idle_time: Nanos::ZERO,
             probe_timeout: Nanos::from_us_f64(n.probe_timeout_us),
             max_probe_timeout: Nanos::from_us_f64(n.probe_timeout_us * 64.0),
             jitter: n.pace_jitter,

@@ -57,6 +57,13 @@ pub const BURST_BYTES: u64 = 256 << 10;
 /// 40 Mbit/s bottleneck at once, raw probe RTTs of 36–223 ms in the load's first second.
 pub const IDLE_BURST_BYTES: u64 = 32 << 10;
 
+/// ...or this long at the queue pair's rate, if that is more, so a fast queue pair whose reads
+/// come with gaps between them still sends each whole ([`raidline_cc::pacer`]). A read larger
+/// than the idle bank no longer raises it for itself: with whole transfers going whole (see
+/// the poller's `advance`), each idle lab queue pair sent its first 128 KiB read at once, 100
+/// ms of the bottleneck for four of them (pings of 50-60 ms a second into the load).
+pub const IDLE_BANK_TIME: Nanos = Nanos::from_ms(10);
+
 /// First probe timeout. The RTT is taken on the host clock (poll to poll, so software
 /// latency is in it: hundreds of microseconds on a busy host), and an RC QP does not lose a
 /// probe short of breaking, so the timeout is far above the reference 300 us.
@@ -187,6 +194,7 @@ fn qp_config() -> QpConfig {
         burst: BURST_BYTES,
         initial: IDLE_BURST_BYTES,
         idle_burst: IDLE_BURST_BYTES,
+        idle_time: IDLE_BANK_TIME,
         probe_timeout: PROBE_TIMEOUT,
         max_probe_timeout: Nanos::from_ms(100),
         jitter: raidline_cc::qp::DEFAULT_JITTER,
