@@ -349,15 +349,19 @@ impl RttAimd {
     /// matching on the RTT slope, a probe per packet (and at least every 200 us while sending)
     /// and a 10 us cap on the base RTT (see `cc/README.md` for the measured effect of each).
     pub fn new() -> RttAimd {
-        let mut params = Params::new("rtt-aimd", &SPECS);
-        for (name, v) in DEFAULT_OVERRIDES {
-            // The overrides are inside the ranges of SPECS (checked by a unit test).
-            let _ = params.set(name, *v);
-        }
         RttAimd {
             name: "rtt-aimd",
-            params,
+            params: Params::new("rtt-aimd", &SPECS),
         }
+        .overridden(DEFAULT_OVERRIDES)
+    }
+
+    /// With `overrides` set; they are inside the ranges of SPECS (checked by a unit test).
+    fn overridden(mut self, overrides: &[(&str, f64)]) -> RttAimd {
+        for (name, v) in overrides {
+            let _ = self.params.set(name, *v);
+        }
+        self
     }
 
     /// Raidline's default for RTTs timed on the **host clock**, also named `rtt-aimd`:
@@ -368,12 +372,7 @@ impl RttAimd {
     /// 4 us target pin such a flow to its floor. Measured at the lab's 40 Mbit/s bottleneck
     /// (`deploy/lab/bottleneck.sh`, see `cc/README.md`).
     pub fn host_clock() -> RttAimd {
-        let mut a = RttAimd::new();
-        for (name, v) in HOST_CLOCK_OVERRIDES {
-            // In the ranges of SPECS (checked by a unit test).
-            let _ = a.params.set(name, *v);
-        }
-        a
+        RttAimd::new().overridden(HOST_CLOCK_OVERRIDES)
     }
 
     fn target_ns(&self, s: &State) -> f64 {

@@ -316,12 +316,13 @@ impl<A: CongestionControl> Sim<A> {
 
     fn qp_config(n: &super::scenario::Network, line: Rate, payload: u32, seed: u64) -> QpConfig {
         let packet = u64::from(payload + n.header_bytes);
+        let burst = u64::from(n.burst_bytes).max(packet);
         QpConfig {
             line_rate: line,
-            burst: u64::from(n.burst_bytes).max(packet),
+            burst,
             initial: packet,
             // the simulated senders' buckets are two packets deep: no idle rule
-            idle_burst: u64::from(n.burst_bytes).max(packet),
+            idle_burst: burst,
             idle_time: Nanos::ZERO,
             probe_timeout: Nanos::from_us_f64(n.probe_timeout_us),
             max_probe_timeout: Nanos::from_us_f64(n.probe_timeout_us * 64.0),

@@ -250,6 +250,7 @@ impl<F: Fabric> Poller<F> {
         if self.pace_gate(q, len - req.chunked as u64) {
             return true;
         }
+        let before = req.chunked;
         let windowed = q.pacing.pacer.as_ref().is_some_and(QpPacer::windowed);
         while !windowed
             && len - req.chunked as u64 > PACE_CHUNK
@@ -262,7 +263,8 @@ impl<F: Fabric> Poller<F> {
                 return false;
             }
         }
-        self.pace_gate(q, len - req.chunked as u64)
+        // The rest was gated above already when no chunk went since.
+        req.chunked != before && self.pace_gate(q, len - req.chunked as u64)
     }
 
     /// Posts the next [`PACE_CHUNK`] of `req`'s read data; false when it could not be (the
