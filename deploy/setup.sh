@@ -24,7 +24,7 @@ if [ "$want_lab" = 1 ]; then
   # deploy/lab/README.md says what each is for.
   pkgs+=(qemu-system-x86 linux-image-amd64 rdma-core ibverbs-utils ibverbs-providers rdmacm-utils
          perftest nvme-cli fio mdadm busybox-static cpio xz-utils kmod e2fsprogs iproute2 jq
-         systemd udev dmsetup zstd iputils-ping tcpdump)   # iputils-ping, tcpdump: deploy/lab/bottleneck.sh (BN_PCAP); dmsetup: checks/58-ownership.sh; the lab's --systemd guests (checks/60-systemd.sh) boot the host's systemd
+         systemd udev dmsetup zstd iputils-ping tcpdump open-iscsi)   # open-iscsi: the iSER host (checks/32-iser-ref.sh); iputils-ping, tcpdump: deploy/lab/bottleneck.sh (BN_PCAP); dmsetup: checks/58-ownership.sh; the lab's --systemd guests (checks/60-systemd.sh) boot the host's systemd
   # Debian 12's 6.12 kernel beside the default 6.1: its host and nvmet do NVMe in-band
   # authentication (CONFIG_NVME_*_AUTH), which 6.1 lacks; checks/59-auth.sh boots it
   # (`# lab-run: --kernel 6.12`). Every other check keeps 6.1 (deploy/lab/lib.sh).

@@ -2,15 +2,21 @@
 # The reference target, run inside a lab guest: md RAID-5 over the emulated NVMe drives, served by
 # the kernel's own NVMe-oF target (nvmet + nvmet-rdma, configured through configfs) on the guest's
 # soft-RoCE device. Every lab measurement of raidline runs the same fio jobs against this target.
+# With `--proto iser` the same array is served instead by the kernel's iSCSI target (LIO) over
+# iSER (ib_isert), the reference for raidline's iSER target (issue 18).
 #
-#   ref-target.sh start [--addr IP] [--port PORT] [--nqn NQN] [--chunk KiB] [--consistency bitmap|ppl]
+#   ref-target.sh start [--proto nvme|iser] [--addr IP] [--port PORT] [--nqn NQN] [--chunk KiB]
+#                       [--consistency bitmap|ppl]
 #       create /dev/md/ref (RAID-5, --assume-clean) over all $LAB_DRIVES drives (at least 3),
 #       export it as namespace 1 of NQN on an RDMA port at IP:PORT (default $LAB_IP:4420);
 #       with an internal write-intent bitmap (the default) or, with `ppl`, md's partial
-#       parity log instead (md keeps one or the other, not both)
-#   ref-target.sh stop [--nqn NQN]
-#       remove the port, subsystem and array again
-usage="usage: ref-target.sh start [--addr IP] [--port PORT] [--nqn NQN] [--chunk KiB] [--consistency bitmap|ppl] | stop [--nqn NQN]"
+#       parity log instead (md keeps one or the other, not both).
+#       --proto iser: export it as LUN 0 of the iSCSI target NQN (an IQN, default
+#       iqn.2026-12.io.raidline:ref-md5) on an iSER portal at IP:PORT (default port 3260), any
+#       initiator, no CHAP
+#   ref-target.sh stop [--proto nvme|iser] [--nqn NQN]
+#       remove the port, subsystem (or iSCSI target) and array again
+usage="usage: ref-target.sh start [--proto nvme|iser] [--addr IP] [--port PORT] [--nqn NQN] [--chunk KiB] [--consistency bitmap|ppl] | stop [--proto nvme|iser] [--nqn NQN]"
 set -euo pipefail
 
 lab=$(cd "$(dirname "$0")" && pwd)
@@ -20,31 +26,76 @@ die() { echo "ref-target: error: $*" >&2; exit 2; }
 
 [ $# -ge 1 ] || die "$usage"
 action=$1; shift
-addr=${LAB_IP:-} port=4420 nqn=nqn.2026-11.io.raidline:ref-md5 chunk=64 consistency=bitmap
+addr=${LAB_IP:-} port= nqn= chunk=64 consistency=bitmap proto=nvme
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || die "$1 needs a value
 $usage"
   case "$1" in
     --addr) addr=$2 ;; --port) port=$2 ;; --nqn) nqn=$2 ;; --chunk) chunk=$2 ;;
-    --consistency) consistency=$2 ;;
+    --consistency) consistency=$2 ;; --proto) proto=$2 ;;
     *) die "unknown option $1
 $usage" ;;
   esac
   shift 2
 done
 
+case "$proto" in
+  nvme) port=${port:-4420} nqn=${nqn:-nqn.2026-11.io.raidline:ref-md5} ;;
+  iser) port=${port:-3260} nqn=${nqn:-iqn.2026-12.io.raidline:ref-md5} ;;
+  *) die "--proto is nvme or iser, not $proto" ;;
+esac
 cfg=/sys/kernel/config/nvmet
 sub=$cfg/subsystems/$nqn
 md=/dev/md/ref
 # One port per address and service id; its configfs name is a number.
 portdir=$cfg/ports/$port
+# LIO: an iblock backstore over the array, and the iSCSI target's portal group 1.
+lio=/sys/kernel/config/target
+backstore=$lio/core/iblock_0/ref
+tpg=$lio/iscsi/$nqn/tpgt_1
+
+# iser_start: LIO serves $md as LUN 0 of $nqn on an iSER portal $addr:$port. Demo mode: any
+# initiator, no CHAP, writable (the lab's reference, not a deployment).
+iser_start() {
+  lab_modules target_core_mod target_core_iblock iscsi_target_mod ib_isert
+  mkdir -p "$backstore" || die "cannot create the iblock backstore"
+  echo "udev_path=$(readlink -f "$md")" > "$backstore/control"
+  echo 1 > "$backstore/enable" || die "cannot enable the iblock backstore on $md"
+  mkdir -p "$tpg/lun/lun_0" || die "cannot create iSCSI target $nqn"
+  ln -s "$backstore" "$tpg/lun/lun_0/ref"
+  # The portal is a TCP one first; `iser` 1 adds the iSER listener on the same address.
+  mkdir "$tpg/np/$addr:$port" || die "cannot create portal $addr:$port"
+  echo 1 > "$tpg/np/$addr:$port/iser" || die "cannot enable iSER on $addr:$port (see dmesg)"
+  echo 1 > "$tpg/attrib/generate_node_acls"
+  echo 1 > "$tpg/attrib/cache_dynamic_acls"
+  echo 0 > "$tpg/attrib/authentication"
+  echo 0 > "$tpg/attrib/demo_mode_write_protect"
+  echo 1 > "$tpg/enable"
+  lab_log "kernel target: $nqn LUN 0 on iser $addr:$port via ${LAB_RXE}"
+}
+
+iser_stop() {
+  if [ -d "$tpg" ]; then
+    echo 0 > "$tpg/enable" 2>/dev/null || true
+    for np in "$tpg"/np/*; do
+      [ -d "$np" ] || continue
+      echo 0 > "$np/iser" 2>/dev/null || true
+      rmdir "$np"
+    done
+    [ ! -L "$tpg/lun/lun_0/ref" ] || rm "$tpg/lun/lun_0/ref"
+    [ ! -d "$tpg/lun/lun_0" ] || rmdir "$tpg/lun/lun_0"
+    rmdir "$tpg" "$lio/iscsi/$nqn"
+  fi
+  [ ! -d "$backstore" ] || rmdir "$backstore"
+  [ ! -d "$lio/core/iblock_0" ] || rmdir "$lio/core/iblock_0"
+}
 
 case "$action" in
   start)
     [ -n "$addr" ] || die "no --addr and no \$LAB_IP"
     mapfile -t drives < <(lab_nvme_drives)
     [ "${#drives[@]}" -ge 3 ] || die "RAID-5 needs at least 3 drives, have ${#drives[@]} (deploy/lab/run --drives N)"
-    lab_modules raid456 nvmet nvmet-rdma
+    lab_modules raid456
     [ -n "${LAB_RXE:-}" ] || lab_rxe_up
 
     # No udev: mdadm makes the device node itself. --assume-clean skips the initial resync,
@@ -65,6 +116,11 @@ case "$action" in
       die "mdadm --create over ${drives[*]} failed"
     lab_log "$md: RAID-5 over ${drives[*]}, chunk ${chunk} KiB, $(($(blockdev --getsize64 "$md") / 1048576)) MiB, bitmap $(cat "/sys/block/$(basename "$(readlink -f "$md")")/md/bitmap/location" 2>/dev/null || echo '?'), consistency policy $(cat "/sys/block/$(basename "$(readlink -f "$md")")/md/consistency_policy" 2>/dev/null || echo '?')"
 
+    if [ "$proto" = iser ]; then
+      iser_start
+      exit 0
+    fi
+    lab_modules nvmet nvmet-rdma
     mkdir "$sub" || die "cannot create subsystem $nqn (already started?)"
     echo 1 > "$sub/attr_allow_any_host"
     echo "raidline-ref-md5" > "$sub/attr_serial" 2>/dev/null || true
@@ -83,6 +139,7 @@ case "$action" in
     lab_log "kernel target: $nqn on rdma $addr:$port via ${LAB_RXE}"
     ;;
   stop)
+    [ "$proto" != iser ] || iser_stop
     [ ! -L "$portdir/subsystems/$nqn" ] || rm "$portdir/subsystems/$nqn"
     [ ! -d "$portdir" ] || [ -n "$(ls -A "$portdir/subsystems")" ] || rmdir "$portdir"
     if [ -d "$sub" ]; then

@@ -100,6 +100,45 @@ lab_wait() {
   lab_fail "waited ${wait_s}s for '$1' from the peer guest"
 }
 
+# lab_iser_login ADDR[:PORT] IQN [WAIT_SECS]: open-iscsi's iSER host (ib_iser) discovers the
+# targets at ADDR (SendTargets over iSER), checks IQN is listed, logs in to it and prints the
+# SCSI disk it attached (/dev/sdX), waiting up to WAIT_SECS (default 30) for it. Starts iscsid
+# first when it is not running (the guest has no systemd to start it).
+lab_iser_login() {
+  local portal=$1 iqn=$2 wait_s=${3:-30} out dev i
+  [[ "$portal" == *:* ]] || portal=$portal:3260
+  # sd_mod: no udev loads the disk driver when the LUN shows up.
+  lab_modules ib_iser sd_mod || return 1
+  pgrep -x iscsid > /dev/null || iscsid || { lab_fail "cannot start iscsid"; return 1; }
+  lab_log "iscsiadm -m discovery -t st -p $portal -I iser"
+  out=$(iscsiadm -m discovery -t st -p "$portal" -I iser 2>&1) ||
+    { lab_fail "iSER discovery at $portal: $out"; return 1; }
+  echo "$out" >&2
+  grep -q " $iqn\$" <<< "$out" || { lab_fail "discovery at $portal does not list $iqn"; return 1; }
+  lab_log "iscsiadm -m node -T $iqn -p $portal -I iser --login"
+  out=$(iscsiadm -m node -T "$iqn" -p "$portal" -I iser --login 2>&1) ||
+    { lab_fail "iSER login to $iqn at $portal: $out"; return 1; }
+  for ((i = 0; i < wait_s * 10; i++)); do
+    dev=$(iscsiadm -m session -P 3 2>/dev/null |
+      awk -v t="$iqn" '$1 == "Target:" { on = ($2 == t) } on && /Attached scsi disk/ { print $4; exit }')
+    if [ -n "$dev" ] && [ -b "/dev/$dev" ]; then
+      lab_log "iSER session to $iqn: /dev/$dev, transport $(iscsiadm -m session 2>/dev/null | awk -v t="$iqn" '$4 == t { sub(":", "", $1); print $1; exit }')"
+      echo "/dev/$dev"
+      return 0
+    fi
+    sleep 0.1
+  done
+  lab_fail "no SCSI disk attached to the iSER session to $iqn after ${wait_s}s"
+}
+
+# lab_iser_logout IQN: logs out of IQN's sessions and forgets its node records.
+lab_iser_logout() {
+  local out
+  out=$(iscsiadm -m node -T "$1" --logout 2>&1) || { lab_fail "iSER logout from $1: $out"; return 1; }
+  iscsiadm -m node -T "$1" -o delete 2>/dev/null || true
+  lab_log "logged out of $1"
+}
+
 # lab_fio LABEL DEVICE JOB...: run the shared fio jobs (deploy/lab/fio/JOB.fio) on DEVICE, keep
 # each JSON result in $LAB_RUN/fio/LABEL-JOB.json and append one table row per job to
 # $LAB_RUN/fio-table.txt (see lab_fio_row). The jobs take FIO_RUNTIME (seconds, default 15) and
