@@ -37,7 +37,9 @@ cargo test -p raidline-raid --features gpu --locked --lib -- gpu::
 PROPTEST_CASES=3000 cargo test -p raidline-raid --locked --test model
 
 stage "fuzz smoke"
-"$root/proto/fuzz/smoke.sh" "${RAIDLINE_FUZZ_SECS:-10}"
+for crate in proto scsi; do
+  "$root/proto/fuzz/smoke.sh" "${RAIDLINE_FUZZ_SECS:-10}" "$root/$crate/fuzz"
+done
 
 if [ "${RAIDLINE_SKIP_LAB:-0}" = 1 ]; then
   stage "lab stage skipped (RAIDLINE_SKIP_LAB=1)"

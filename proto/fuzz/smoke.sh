@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Runs every proto fuzz target for N seconds (default 10) and prints executions per target.
+# Runs every fuzz target of a crate for N seconds (default 10) and prints executions per target:
+# proto's (this directory) unless another crate's fuzz directory is given (scsi/fuzz).
 # Uses the nightly toolchain when it is installed; otherwise the stable one with
 # RUSTC_BOOTSTRAP=1 and no sanitizer (proto has no unsafe code: libFuzzer's coverage and the
 # asserts in the targets are what find bugs here).
-#   proto/fuzz/smoke.sh [SECONDS]
+#   proto/fuzz/smoke.sh [SECONDS] [FUZZ_DIR]
 set -euo pipefail
 secs=${1:-10}
-cd "$(dirname "$0")"
+cd "${2:-$(dirname "$0")}"
+here=$(basename "$(dirname "$PWD")")/fuzz
 if rustup run nightly rustc --version >/dev/null 2>&1; then
   fuzz=(cargo +nightly fuzz)
   san=(--sanitizer address)
@@ -24,7 +26,7 @@ for t in "${targets[@]}"; do
   log=$(mktemp)
   if ! "${fuzz[@]}" run -O "${san[@]}" "$t" "corpus/$t" -- -max_total_time="$secs" -print_final_stats=1 >"$log" 2>&1; then
     tail -40 "$log" >&2
-    echo "fuzz: target $t FAILED (crash input saved under proto/fuzz/artifacts/$t)" >&2
+    echo "fuzz: target $t FAILED (crash input saved under $here/artifacts/$t)" >&2
     rm -f "$log"
     exit 1
   fi

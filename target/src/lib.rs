@@ -20,6 +20,7 @@ pub mod mgmt;
 pub mod queue;
 pub mod registry;
 pub mod remember;
+pub mod scsi;
 pub mod service;
 pub mod status;
 pub mod subsystem;
