@@ -132,6 +132,8 @@ pub enum Command {
     StartStopUnit {
         /// Answer before the operation completes (IMMED).
         immed: bool,
+        /// Start (START = 1) rather than stop.
+        start: bool,
     },
     /// READ CAPACITY(10).
     ReadCapacity10,
@@ -205,9 +207,10 @@ impl Command {
         let c = cdb.get(..len).ok_or(Sense::invalid_cdb_field(0, None))?;
         let control = c[len - 1];
         // NACA is not supported (SPC-4 §4.3): a CDB that sets it is rejected; so is the
-        // obsolete LINK bit.
+        // obsolete LINK bit. The pointer names the bit that is set (NACA first).
         if control & 0x05 != 0 {
-            return Err(Sense::invalid_cdb_field(len as u16 - 1, Some(2)));
+            let bit = if control & 0x04 != 0 { 2 } else { 0 };
+            return Err(Sense::invalid_cdb_field(len as u16 - 1, Some(bit)));
         }
         let cmd = match op {
             TEST_UNIT_READY => Command::TestUnitReady,
@@ -259,6 +262,7 @@ impl Command {
                 }
                 Command::StartStopUnit {
                     immed: c[1] & 0x01 != 0,
+                    start: c[4] & 0x01 != 0,
                 }
             }
             READ_CAPACITY_10 => {
@@ -328,6 +332,11 @@ impl Command {
                 if c[1] & 0x10 != 0 {
                     return Err(Sense::invalid_cdb_field(1, Some(4)));
                 }
+                // PBDATA / LBDATA would stamp each block with its address: not offered, and
+                // never silently ignored (LIO's `sbc_setup_write_same` refuses them too).
+                if c[1] & 0x06 != 0 {
+                    return Err(Sense::invalid_cdb_field(1, Some(2)));
+                }
                 let ten = op == WRITE_SAME_10;
                 let ndob = !ten && c[1] & 0x01 != 0;
                 let (lba, blocks) = if ten {
@@ -355,12 +364,9 @@ impl Command {
                 }
             }
             REPORT_LUNS => {
+                // SPC-4 §6.33: an allocation length under 16 may be refused or the list cut;
+                // it is cut, as LIO's `spc_emulate_report_luns` does.
                 let alloc = be32(c, 6);
-                // SPC-4 §6.33: an allocation length under 16 may be refused; it is, as tgt and
-                // LIO do, so the host learns its mistake instead of getting a cut list.
-                if alloc < 16 {
-                    return Err(Sense::invalid_cdb_field(6, None));
-                }
                 // 0: every LUN but the well-known ones; 1: well-known only; 2: all.
                 if c[2] > 2 {
                     return Err(Sense::invalid_cdb_field(2, None));
@@ -619,9 +625,31 @@ mod tests {
             Command::parse(&[UNMAP, 0, 0, 0, 0, 0, 0, 0, 24, 0]),
             Ok(Command::Unmap { param_len: 24 })
         );
+        // A short allocation length cuts the list (LIO), it is not refused.
         assert_eq!(
             Command::parse(&[REPORT_LUNS, 0, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0]),
-            Err(Sense::invalid_cdb_field(6, None))
+            Ok(Command::ReportLuns {
+                select: 0,
+                alloc: 8
+            })
+        );
+        assert_eq!(
+            Command::parse(&[REPORT_LUNS, 0, 3, 0, 0, 0, 0, 0, 0, 16, 0, 0]),
+            Err(Sense::invalid_cdb_field(2, None))
+        );
+        // WRITE SAME with LBDATA: not offered, refused rather than ignored.
+        let mut lb = [0u8; 16];
+        lb[0] = WRITE_SAME_16;
+        lb[1] = 0x02;
+        lb[13] = 1;
+        assert_eq!(
+            Command::parse(&lb),
+            Err(Sense::invalid_cdb_field(1, Some(2)))
+        );
+        // The LINK bit alone is pointed at as bit 0.
+        assert_eq!(
+            Command::parse(&[TEST_UNIT_READY, 0, 0, 0, 0, 0x01]),
+            Err(Sense::invalid_cdb_field(5, Some(0)))
         );
         assert_eq!(
             Command::parse(&[REPORT_LUNS, 0, 2, 0, 0, 0, 0, 0, 1, 0, 0, 0]),

@@ -50,8 +50,8 @@ pub struct LogicalUnit {
     pub optimal_granularity_blocks: u16,
     /// UNMAP and WRITE SAME with UNMAP are served, with these limits.
     pub unmap: Option<UnmapLimits>,
-    /// The namespace behind the LUN is enabled. When not, commands that touch the medium and
-    /// TEST UNIT READY answer NOT READY, LOGICAL UNIT NOT READY, OFFLINE.
+    /// The namespace behind the LUN is enabled. When not, commands that touch the medium,
+    /// TEST UNIT READY and START answer NOT READY, MANUAL INTERVENTION REQUIRED.
     pub ready: bool,
 }
 
@@ -168,8 +168,14 @@ const ALL_PAGES: u8 = 0x3f;
 impl LogicalUnit {
     /// Runs `cmd` against this logical unit.
     pub fn execute(&self, cmd: &Command) -> Outcome {
-        if (cmd.accesses_medium() || matches!(cmd, Command::TestUnitReady)) && !self.ready {
-            return Outcome::Check(Sense::not_ready_offline());
+        let needs_ready = cmd.accesses_medium()
+            || matches!(
+                cmd,
+                Command::TestUnitReady | Command::StartStopUnit { start: true, .. }
+            );
+        if needs_ready && !self.ready {
+            // A START cannot make a disabled namespace ready: only its operator can.
+            return Outcome::Check(Sense::not_ready_disabled());
         }
         match *cmd {
             Command::TestUnitReady | Command::StartStopUnit { .. } => Outcome::Good,
@@ -183,7 +189,7 @@ impl LogicalUnit {
                 let sense = if self.ready {
                     Sense::new(SenseKey::NO_SENSE, Asc::NO_ADDITIONAL_SENSE)
                 } else {
-                    Sense::not_ready_offline()
+                    Sense::not_ready_disabled()
                 };
                 data_in(sense.to_bytes().to_vec(), u64::from(alloc))
             }
@@ -318,15 +324,10 @@ impl LogicalUnit {
                 Asc::PARAMETER_LIST_LENGTH_ERROR,
             ));
         }
-        let unmap_data_len = usize::from(be16(data, 0));
-        let desc_len = usize::from(be16(data, 2));
-        // The lengths may claim less than was sent (the rest is ignored), never more.
-        if unmap_data_len + 2 > data.len() || unmap_data_len < 6 && unmap_data_len != 0 {
-            return Err(Sense::invalid_parameter_field(0));
-        }
-        if desc_len % 16 != 0 || desc_len + 8 > data.len() {
-            return Err(Sense::invalid_parameter_field(2));
-        }
+        // Whole descriptors of what the BLOCK DESCRIPTOR DATA LENGTH claims and was sent; an
+        // incomplete last one is ignored (SBC-3 §5.28.2), as LIO's `sbc_execute_unmap` does,
+        // which also ignores UNMAP DATA LENGTH.
+        let desc_len = usize::from(be16(data, 2)).min(data.len() - 8);
         let n = desc_len / 16;
         if n as u64 > u64::from(limits.max_descriptors) {
             return Err(Sense::invalid_parameter_field(2));
@@ -523,10 +524,10 @@ impl LogicalUnit {
             put_be32(&mut b, 12, self.block_size);
             b
         } else {
+            // SBC-3's short LBA descriptor: a 32-bit block count, 0xFFFFFFFF when larger
+            // (the host asks READ CAPACITY(16)), a reserved byte, a 24-bit block length.
             let mut b = vec![0u8; 8];
-            // Over 24 bits of blocks: 0xFFFFFF, the host asks READ CAPACITY (SPC-4 §7.5.5.1).
-            let n = u32::try_from(self.blocks).ok().filter(|&n| n <= 0xff_ffff);
-            put_be32(&mut b, 0, n.unwrap_or(0xff_ffff));
+            put_be32(&mut b, 0, u32::try_from(self.blocks).unwrap_or(u32::MAX));
             put_be32(&mut b, 4, self.block_size & 0x00ff_ffff);
             b
         };
@@ -535,7 +536,7 @@ impl LogicalUnit {
             d = vec![0u8; 8];
             put_be16(&mut d, 0, (6 + desc.len() + body.len()) as u16);
             d[3] = dsp;
-            d[4] = u8::from(long);
+            d[4] = u8::from(long && !dbd);
             put_be16(&mut d, 6, desc.len() as u16);
         } else {
             d = vec![0u8; 4];
@@ -879,11 +880,11 @@ mod tests {
         };
         assert_eq!(
             run(&off, &[TEST_UNIT_READY, 0, 0, 0, 0, 0]),
-            Outcome::Check(Sense::not_ready_offline())
+            Outcome::Check(Sense::not_ready_disabled())
         );
         assert_eq!(
             run(&off, &[READ_10, 0, 0, 0, 0, 0, 0, 0, 1, 0]),
-            Outcome::Check(Sense::not_ready_offline())
+            Outcome::Check(Sense::not_ready_disabled())
         );
         assert!(matches!(
             run(&off, &[INQUIRY, 0, 0, 0, 36, 0]),
@@ -891,7 +892,7 @@ mod tests {
         ));
         // REQUEST SENSE reports why, as data with GOOD status.
         let d = data(run(&off, &[REQUEST_SENSE, 0, 0, 0, 18, 0]));
-        assert_eq!(Sense::parse(&d), Some(Sense::not_ready_offline()));
+        assert_eq!(Sense::parse(&d), Some(Sense::not_ready_disabled()));
         let d = data(run(&lu(), &[REQUEST_SENSE, 0, 0, 0, 252, 0]));
         assert_eq!((d.len(), d[2], d[12]), (18, 0, 0));
         assert_eq!(
@@ -994,13 +995,20 @@ mod tests {
             u.unmap_list(&unmap_list(&[((1 << 21) - 4, 8)])),
             Err(Sense::lba_out_of_range())
         );
-        // A descriptor length that is not a multiple of 16, or claims more than was sent.
-        let mut bad = unmap_list(&[(0, 8)]);
-        put_be16(&mut bad, 2, 12);
-        assert_eq!(u.unmap_list(&bad), Err(Sense::invalid_parameter_field(2)));
-        let mut bad = unmap_list(&[(0, 8)]);
-        put_be16(&mut bad, 2, 32);
-        assert_eq!(u.unmap_list(&bad), Err(Sense::invalid_parameter_field(2)));
+        // A descriptor length that is not a multiple of 16 (an incomplete last descriptor is
+        // ignored), or claims more than was sent (only what was sent counts), as LIO does.
+        let mut odd = unmap_list(&[(0, 8), (64, 8)]);
+        put_be16(&mut odd, 2, 28);
+        assert_eq!(
+            u.unmap_list(&odd),
+            Ok(vec![BlockRange { lba: 0, blocks: 8 }])
+        );
+        let mut long = unmap_list(&[(0, 8)]);
+        put_be16(&mut long, 2, 32);
+        assert_eq!(
+            u.unmap_list(&long),
+            Ok(vec![BlockRange { lba: 0, blocks: 8 }])
+        );
         // Over the descriptor limit, and over the block limit.
         let many: Vec<_> = (0..17).map(|i| (i * 8, 8)).collect();
         assert_eq!(

@@ -60,10 +60,16 @@ impl Asc {
     pub const NO_ADDITIONAL_SENSE: Asc = Asc(0x0000);
     /// Logical unit not ready, cause not reportable.
     pub const NOT_READY_CAUSE_NOT_REPORTABLE: Asc = Asc(0x0400);
-    /// Logical unit not ready, offline (an operator disabled the namespace behind it).
-    pub const NOT_READY_OFFLINE: Asc = Asc(0x0412);
+    /// Logical unit is in process of becoming ready (Linux retries it, with a delay).
+    pub const NOT_READY_BECOMING_READY: Asc = Asc(0x0401);
+    /// Logical unit not ready, manual intervention required (an operator disabled the
+    /// namespace behind it). Linux fails commands at once and stops its spin-up polling.
+    pub const NOT_READY_MANUAL_INTERVENTION: Asc = Asc(0x0403);
     /// Write error.
     pub const WRITE_ERROR: Asc = Asc(0x0c00);
+    /// Invalid field in command information unit (an iSCSI header that contradicts its CDB:
+    /// an expected transfer length or data direction the command does not have).
+    pub const INVALID_FIELD_IN_COMMAND_IU: Asc = Asc(0x0e03);
     /// Unrecovered read error.
     pub const UNRECOVERED_READ_ERROR: Asc = Asc(0x1100);
     /// Parameter list length error.
@@ -187,10 +193,12 @@ impl Sense {
         Sense::new(SenseKey::ILLEGAL_REQUEST, Asc::LOGICAL_UNIT_NOT_SUPPORTED)
     }
 
-    /// NOT READY, LOGICAL UNIT NOT READY, OFFLINE: the namespace behind the LUN is disabled.
-    /// Linux fails such commands at once rather than retrying them.
-    pub const fn not_ready_offline() -> Sense {
-        Sense::new(SenseKey::NOT_READY, Asc::NOT_READY_OFFLINE)
+    /// NOT READY, LOGICAL UNIT NOT READY, MANUAL INTERVENTION REQUIRED: the namespace behind
+    /// the LUN is disabled. Linux fails such commands at once, and `sd_spinup_disk` stops at
+    /// it (with 04/12 "offline" it would send START STOP UNIT and poll TEST UNIT READY for
+    /// 100 s on every revalidation).
+    pub const fn not_ready_disabled() -> Sense {
+        Sense::new(SenseKey::NOT_READY, Asc::NOT_READY_MANUAL_INTERVENTION)
     }
 
     /// MEDIUM ERROR, UNRECOVERED READ ERROR, with the first failed LBA where it fits 32 bits.
@@ -209,10 +217,12 @@ impl Sense {
         }
     }
 
-    /// HARDWARE ERROR, INTERNAL TARGET FAILURE: the storage failed for a reason that is not
-    /// the medium's (the array lost too many members, an internal error).
+    /// ABORTED COMMAND, INTERNAL TARGET FAILURE: the storage failed for a reason that is not
+    /// the medium's and may not recur (resources, an internal error). Linux retries an aborted
+    /// command (`scsi_check_sense`), as the NVMe host retries Internal Error without DNR; a
+    /// HARDWARE ERROR would reach the filesystem at once.
     pub const fn internal_failure() -> Sense {
-        Sense::new(SenseKey::HARDWARE_ERROR, Asc::INTERNAL_TARGET_FAILURE)
+        Sense::new(SenseKey::ABORTED_COMMAND, Asc::INTERNAL_TARGET_FAILURE)
     }
 
     /// The same sense with another additional sense code.

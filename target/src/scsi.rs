@@ -8,7 +8,7 @@
 //! LBPRZ here), and the full stripe as the optimal transfer (NOWS there).
 
 use raidline_scsi::sbc::{LogicalUnit, UnmapLimits};
-use raidline_scsi::sense::Sense;
+use raidline_scsi::sense::{Asc, Sense, SenseKey};
 
 use crate::status::StorageError;
 use crate::subsystem::{NamespaceInfo, Subsystem};
@@ -51,8 +51,14 @@ pub fn logical_unit(
         target_port,
         write_cache: true,
         read_only: false,
-        max_transfer_blocks: max_transfer / bs,
-        optimal_transfer_blocks: if stripe > 1 { stripe } else { 0 },
+        // At least one block: 0 would say "no limit" in VPD B0 while every transfer failed.
+        max_transfer_blocks: (max_transfer / bs).max(1),
+        // The full stripe, where it fits one transfer (sd ignores a larger one).
+        optimal_transfer_blocks: if stripe > 1 && stripe <= (max_transfer / bs).max(1) {
+            stripe
+        } else {
+            0
+        },
         optimal_granularity_blocks: 0,
         unmap: ns.deallocate.then_some(UnmapLimits {
             max_blocks: UNMAP_MAX_BLOCKS,
@@ -65,14 +71,19 @@ pub fn logical_unit(
 }
 
 /// The sense that answers a storage failure of a command starting at `lba`, as
-/// [`crate::status::for_storage_error`] answers it for NVMe: an unrecovered read is a MEDIUM
-/// ERROR with the LBA, a failed write too, an array that is not serving is NOT READY, anything
-/// else a HARDWARE ERROR the host may retry.
+/// [`crate::status::for_storage_error`] answers it for NVMe, and acted on by Linux alike:
+/// - an unrecovered read: MEDIUM ERROR 11/00 with the LBA, not retried;
+/// - a failed write: MEDIUM ERROR 0C/00 with the LBA. Linux retries it up to five times
+///   (`scsi_check_sense` retries medium errors other than 11/13/14), where NVMe's Write Fault
+///   carries DNR; a write the array could not do fails the same way each time;
+/// - an array that is not serving: NOT READY 04/01 (becoming ready), which Linux retries
+///   with a delay, as NVMe's Namespace Not Ready without DNR;
+/// - anything else: ABORTED COMMAND 44/00, retried.
 pub fn sense_for_storage_error(e: StorageError, lba: u64) -> Sense {
     match e {
         StorageError::Unrecovered => Sense::read_error(lba),
         StorageError::WriteFault => Sense::write_error(lba),
-        StorageError::NotReady => Sense::not_ready_offline(),
+        StorageError::NotReady => Sense::new(SenseKey::NOT_READY, Asc::NOT_READY_BECOMING_READY),
         StorageError::Internal => Sense::internal_failure(),
     }
 }
@@ -98,7 +109,6 @@ mod tests {
     use raidline_proto::text::Nqn;
     use raidline_scsi::cdb::Command;
     use raidline_scsi::sbc::{Io, Outcome};
-    use raidline_scsi::sense::{Asc, SenseKey};
 
     fn ns(active: bool) -> NamespaceInfo {
         NamespaceInfo {
@@ -168,7 +178,7 @@ mod tests {
         let lu = logical_unit(&s, &s.namespaces[0], 1 << 20, None);
         assert_eq!(
             lu.execute(&Command::TestUnitReady),
-            Outcome::Check(Sense::not_ready_offline())
+            Outcome::Check(Sense::not_ready_disabled())
         );
     }
 
@@ -186,12 +196,12 @@ mod tests {
         let s = sense_for_storage_error(StorageError::WriteFault, 1);
         assert_eq!(s.asc, Asc::WRITE_ERROR);
         assert_eq!(
-            sense_for_storage_error(StorageError::NotReady, 0).key,
-            SenseKey::NOT_READY
+            sense_for_storage_error(StorageError::NotReady, 0).asc,
+            Asc::NOT_READY_BECOMING_READY
         );
         assert_eq!(
             sense_for_storage_error(StorageError::Internal, 0).key,
-            SenseKey::HARDWARE_ERROR
+            SenseKey::ABORTED_COMMAND
         );
     }
 }
