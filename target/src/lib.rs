@@ -15,6 +15,7 @@ pub mod foreign;
 pub mod http;
 pub mod identity;
 pub mod io;
+pub mod iser;
 pub mod metrics;
 pub mod mgmt;
 pub mod queue;
