@@ -20,6 +20,11 @@
 //!   for data-out (as LIO refuses a mismatched WRITE); for data-in the residual is reported.
 //! - **Task management**: ABORT TASK and the LUN-wide functions wait for the tasks they abort
 //!   to end, whose responses are then not sent, and answer after them.
+//! - **Unit attentions** (SAM-5 §5.14): what the target announces to this I_T nexus (a
+//!   namespace enabled again, a capacity or LUN inventory change) is queued per LUN by
+//!   [`IserConn::unit_attention`] and reported once, as CHECK CONDITION to the LUN's next
+//!   command other than INQUIRY and REPORT LUNS, or as REQUEST SENSE's data; Linux then
+//!   rescans (REPORTED LUNS DATA HAS CHANGED) or revalidates the disk.
 //! - A PDU that does not parse gets a Reject carrying its header; a discovery session takes
 //!   only Text, NOP-Out and Logout.
 
@@ -147,6 +152,8 @@ pub struct IserConn {
     tasks: HashMap<u32, TaskEntry>,
     tmfs: Vec<PendingTmf>,
     text: TextAssembler,
+    /// Unit attentions not yet reported, by LUN, oldest first.
+    attentions: Vec<(u16, Asc)>,
 }
 
 impl IserConn {
@@ -164,6 +171,7 @@ impl IserConn {
             tasks: HashMap::new(),
             tmfs: Vec::new(),
             text,
+            attentions: Vec::new(),
         }
     }
 
@@ -182,6 +190,22 @@ impl IserConn {
             Phase::FullFeature(s) => Some(s),
             _ => None,
         }
+    }
+
+    /// Queues a unit attention with `asc` for each of `luns` (one per LUN and code).
+    pub fn unit_attention(&mut self, luns: &[u16], asc: Asc) {
+        for &l in luns {
+            if !self.attentions.contains(&(l, asc)) {
+                self.attentions.push((l, asc));
+            }
+        }
+    }
+
+    /// Takes the oldest unit attention of `lun`.
+    fn take_attention(&mut self, lun: u16) -> Option<Sense> {
+        let i = self.attentions.iter().position(|&(l, _)| l == lun)?;
+        let (_, asc) = self.attentions.remove(i);
+        Some(Sense::new(SenseKey::UNIT_ATTENTION, asc))
     }
 
     /// Tasks whose storage work has not completed.
@@ -432,6 +456,8 @@ impl IserConn {
         // REPORT LUNS is the target's, whatever LUN it names; INQUIRY of an absent LUN says
         // "no unit here" (peripheral qualifier 3); anything else to it: LUN NOT SUPPORTED.
         let unit = lun.and_then(|l| units.unit(&target, l));
+        let attention =
+            lun.filter(|&l| unit.is_some() && self.attentions.iter().any(|&(a, _)| a == l));
         let outcome = match (cmd, unit) {
             (Err(s), _) => Outcome::Check(s),
             (Ok(Command::ReportLuns { select, alloc }), _) => {
@@ -444,6 +470,20 @@ impl IserConn {
                 None,
             ) => inquiry_no_lun(alloc),
             (Ok(_), None) => Outcome::Check(Sense::lun_not_supported()),
+            // INQUIRY neither reports nor clears a unit attention (SAM-5 §5.14); REQUEST
+            // SENSE returns it as data; any other command gets it as CHECK CONDITION.
+            (Ok(cmd @ Command::Inquiry { .. }), Some(u)) => u.execute(&cmd),
+            (Ok(Command::RequestSense { desc: false, alloc }), Some(_)) if attention.is_some() => {
+                let ua = attention.and_then(|l| self.take_attention(l));
+                let mut d = ua.map(|s| s.to_bytes().to_vec()).unwrap_or_default();
+                d.truncate(usize::from(alloc));
+                Outcome::DataIn(d)
+            }
+            (Ok(_), Some(_)) if attention.is_some() => Outcome::Check(
+                attention
+                    .and_then(|l| self.take_attention(l))
+                    .unwrap_or_else(Sense::internal_failure),
+            ),
             (Ok(cmd), Some(u)) => {
                 if !data.is_empty() && cmd.data_out_len(u.block_size) == 0 {
                     // Immediate data for a command that takes none.

@@ -755,3 +755,65 @@ fn a_failed_login_closes_and_a_closed_connection_is_silent() {
     );
     assert!(out.is_empty());
 }
+
+#[test]
+fn a_unit_attention_is_reported_once_and_not_to_inquiry() {
+    let (mut c, u) = logged_in("Normal");
+    let mut out = Vec::new();
+    c.unit_attention(&[0], Asc::REPORTED_LUNS_DATA_CHANGED);
+    c.unit_attention(&[0], Asc::REPORTED_LUNS_DATA_CHANGED);
+    c.unit_attention(&[0], Asc::CAPACITY_DATA_CHANGED);
+    let tur = [opcode::TEST_UNIT_READY, 0, 0, 0, 0, 0];
+    // INQUIRY is answered and leaves the attention pending.
+    c.on_recv(
+        &command(
+            1,
+            2,
+            0,
+            &[opcode::INQUIRY, 0, 0, 0, 36, 0],
+            36,
+            Some(READ_VA),
+            None,
+            &[],
+        ),
+        &u,
+        &mut out,
+    );
+    assert_eq!(response(&sent(&out)[0]).status, Status::GOOD);
+    out.clear();
+    // The next command gets the oldest, once (the repeated one was queued once).
+    c.on_recv(&command(2, 3, 0, &tur, 0, None, None, &[]), &u, &mut out);
+    assert_eq!(
+        sense_of(&sent(&out)[0]),
+        Sense::new(SenseKey::UNIT_ATTENTION, Asc::REPORTED_LUNS_DATA_CHANGED)
+    );
+    out.clear();
+    // REQUEST SENSE returns the next as its data, with GOOD status.
+    c.on_recv(
+        &command(
+            3,
+            4,
+            0,
+            &[opcode::REQUEST_SENSE, 0, 0, 0, 18, 0],
+            18,
+            Some(READ_VA),
+            None,
+            &[],
+        ),
+        &u,
+        &mut out,
+    );
+    let Action::WriteThenSend { data, .. } = &out[0] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(
+        Sense::parse(data),
+        Some(Sense::new(
+            SenseKey::UNIT_ATTENTION,
+            Asc::CAPACITY_DATA_CHANGED
+        ))
+    );
+    out.clear();
+    c.on_recv(&command(4, 5, 0, &tur, 0, None, None, &[]), &u, &mut out);
+    assert_eq!(response(&sent(&out)[0]).status, Status::GOOD);
+}
