@@ -416,4 +416,7 @@ pub struct RequestInfo {
     pub initiator_depth: u8,
     /// The peer's address, when known.
     pub remote_addr: Option<SocketAddr>,
+    /// The address the peer connected to (its port names the listener: NVMe/RDMA or iSER),
+    /// when known.
+    pub local_addr: Option<SocketAddr>,
 }

@@ -397,6 +397,9 @@ impl VerbsCm {
                 unsafe { (*c.id).context = n as usize as *mut libc::c_void };
                 // SAFETY: the route's destination address is filled in for a request.
                 let remote = unsafe { from_sockaddr(sys::rdma_get_peer_addr(&*c.id)) };
+                // SAFETY: as above, the route's source address (ours, with the listener's
+                // port) is filled in for a request.
+                let local = unsafe { from_sockaddr(sys::rdma_get_local_addr(&*c.id)) };
                 let id = Arc::new(IdInner {
                     id: c.id,
                     lock: Mutex::new(()),
@@ -411,6 +414,7 @@ impl VerbsCm {
                         responder_resources: c.responder_resources,
                         initiator_depth: c.initiator_depth,
                         remote_addr: remote,
+                        local_addr: local,
                     },
                 }))
             }

@@ -108,6 +108,40 @@ struct RawConfig {
     arrays: Vec<RawArray>,
     #[serde(default, rename = "subsystem")]
     subsystems: Vec<RawSubsystem>,
+    #[serde(default)]
+    iscsi: RawIscsi,
+}
+
+/// `[iscsi]`: the iSER target (issue 18).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawIscsi {
+    #[serde(default)]
+    listen: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default, rename = "target")]
+    targets: Vec<RawIscsiTarget>,
+}
+
+/// `[[iscsi.target]]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIscsiTarget {
+    name: Spanned<String>,
+    #[serde(default)]
+    alias: Option<String>,
+    #[serde(default)]
+    initiators: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default, rename = "lun")]
+    luns: Vec<RawLun>,
+}
+
+/// `[[iscsi.target.lun]]`: a namespace of a configured subsystem as a LUN.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLun {
+    lun: Spanned<u16>,
+    subsystem: Spanned<String>,
+    nsid: Spanned<u32>,
 }
 
 #[derive(Deserialize)]
@@ -297,6 +331,41 @@ pub struct Config {
     pub arrays: Vec<ArrayConfig>,
     /// Subsystems.
     pub subsystems: Vec<SubsystemConfig>,
+    /// The iSER target: its portals and iSCSI targets (none: not served).
+    pub iscsi: IscsiConfig,
+}
+
+/// `[iscsi]`: namespaces served to iSCSI hosts over iSER (RDMA), beside NVMe-oF.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IscsiConfig {
+    /// RDMA CM listen addresses of the iSER portals (3260 is iSCSI's port).
+    pub listen: Vec<SocketAddr>,
+    /// The iSCSI targets.
+    pub targets: Vec<IscsiTarget>,
+}
+
+/// One iSCSI target (`[[iscsi.target]]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IscsiTarget {
+    /// Its iSCSI name (`iqn.…`, `eui.…` or `naa.…`), lower case.
+    pub name: String,
+    /// TargetAlias, if any.
+    pub alias: Option<String>,
+    /// Initiators allowed to log in and to see it in SendTargets; `None`: any.
+    pub initiators: Option<Vec<String>>,
+    /// Its LUNs, ascending.
+    pub luns: Vec<IscsiLun>,
+}
+
+/// A LUN: a namespace of a configured subsystem.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IscsiLun {
+    /// LUN number (0–16383: flat space addressing).
+    pub lun: u16,
+    /// The subsystem holding the namespace.
+    pub subsystem: Nqn,
+    /// Its namespace id.
+    pub nsid: u32,
 }
 
 /// Congestion control settings, validated when the configuration loads: the algorithm is one of
@@ -704,7 +773,10 @@ impl Config {
             });
         }
 
+        let iscsi = iscsi_config(&cx, &raw.iscsi, &subsystems)?;
+
         Ok(Config {
+            iscsi,
             listen,
             cores,
             storage_workers,
@@ -811,6 +883,154 @@ fn nqn_of(cx: &Ctx<'_>, s: &Spanned<String>) -> Result<Nqn, ConfigError> {
         ),
         Err(why) => cx.err(s.span(), format!("{:?} is not an NQN: {why}", s.get_ref())),
     }
+}
+
+/// Whether `s` is an iSCSI name as RFC 3720 §3.2.6 spells them: `iqn.YYYY-MM.reversed.domain…`,
+/// `eui.` + 16 hex digits, or `naa.` + 16 or 32 hex digits; at most 223 bytes, lower case.
+fn iscsi_name_ok(s: &str) -> bool {
+    let hex = |h: &str, lens: &[usize]| {
+        lens.contains(&h.len()) && h.bytes().all(|b| b.is_ascii_hexdigit())
+    };
+    s.len() <= 223
+        && if let Some(rest) = s.strip_prefix("iqn.") {
+            let date = rest.get(..7).unwrap_or("");
+            date.len() == 7
+                && date.as_bytes()[4] == b'-'
+                && date[..4].bytes().all(|b| b.is_ascii_digit())
+                && date[5..].bytes().all(|b| b.is_ascii_digit())
+                && rest[7..].starts_with('.')
+                && rest.len() > 8
+                && rest
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b".-:".contains(&b))
+        } else if let Some(h) = s.strip_prefix("eui.") {
+            hex(h, &[16])
+        } else if let Some(h) = s.strip_prefix("naa.") {
+            hex(h, &[16, 32])
+        } else {
+            false
+        }
+}
+
+fn iscsi_config(
+    cx: &Ctx<'_>,
+    raw: &RawIscsi,
+    subsystems: &[SubsystemConfig],
+) -> Result<IscsiConfig, ConfigError> {
+    let mut listen = Vec::new();
+    if let Some(l) = &raw.listen {
+        for a in l.get_ref() {
+            match a.get_ref().parse::<SocketAddr>() {
+                Ok(x) => listen.push(x),
+                Err(_) => {
+                    return cx.err(
+                        a.span(),
+                        format!(
+                            "iscsi.listen address {:?} is not IP:PORT (iSCSI's port is 3260)",
+                            a.get_ref()
+                        ),
+                    )
+                }
+            }
+        }
+        if raw.targets.is_empty() {
+            return cx.err(
+                l.span(),
+                "iscsi.listen is set but no [[iscsi.target]] is configured: nothing to serve",
+            );
+        }
+    }
+    let mut targets: Vec<IscsiTarget> = Vec::new();
+    for t in &raw.targets {
+        let name = t.name.get_ref().to_ascii_lowercase();
+        if !iscsi_name_ok(&name) {
+            return cx.err(
+                t.name.span(),
+                format!(
+                    "iSCSI target name {:?} is not an iSCSI name (iqn.YYYY-MM.reversed.domain:id, eui.<16 hex>, naa.<16 or 32 hex>)",
+                    t.name.get_ref()
+                ),
+            );
+        }
+        if targets.iter().any(|x| x.name == name) {
+            return cx.err(
+                t.name.span(),
+                format!("iSCSI target {name} is configured twice"),
+            );
+        }
+        if listen.is_empty() {
+            return cx.err(
+                t.name.span(),
+                "an [[iscsi.target]] needs iscsi.listen, the iSER portals to serve it on (e.g. [\"0.0.0.0:3260\"])",
+            );
+        }
+        let initiators = match &t.initiators {
+            None => None,
+            Some(list) => {
+                let mut names = Vec::new();
+                for i in list.get_ref() {
+                    let n = i.get_ref().to_ascii_lowercase();
+                    if !iscsi_name_ok(&n) {
+                        return cx.err(
+                            i.span(),
+                            format!("initiator {:?} is not an iSCSI name", i.get_ref()),
+                        );
+                    }
+                    names.push(n);
+                }
+                if names.is_empty() {
+                    return cx.err(
+                        list.span(),
+                        "initiators = [] lets no host in; leave it out to allow any",
+                    );
+                }
+                Some(names)
+            }
+        };
+        let mut luns: Vec<IscsiLun> = Vec::new();
+        for l in &t.luns {
+            let lun = cx.range(&l.lun, 0, 16383, "iscsi.target.lun.lun")?;
+            if luns.iter().any(|x| x.lun == lun) {
+                return cx.err(
+                    l.lun.span(),
+                    format!("LUN {lun} of {name} is configured twice"),
+                );
+            }
+            let subsystem = nqn(cx, &l.subsystem)?;
+            let nsid = *l.nsid.get_ref();
+            let Some(sub) = subsystems.iter().find(|s| s.nqn == subsystem) else {
+                return cx.err(
+                    l.subsystem.span(),
+                    format!("LUN {lun} of {name}: no [[subsystem]] {subsystem} is configured"),
+                );
+            };
+            if !sub.namespaces.iter().any(|n| n.nsid == nsid) {
+                return cx.err(
+                    l.nsid.span(),
+                    format!("LUN {lun} of {name}: subsystem {subsystem} has no namespace {nsid}"),
+                );
+            }
+            luns.push(IscsiLun {
+                lun,
+                subsystem,
+                nsid,
+            });
+        }
+        if luns.is_empty() {
+            return cx.err(
+                t.name.span(),
+                format!("iSCSI target {name} has no [[iscsi.target.lun]]"),
+            );
+        }
+        luns.sort_by_key(|l| l.lun);
+        targets.push(IscsiTarget {
+            name,
+            alias: t.alias.clone(),
+            initiators,
+            luns,
+        });
+    }
+    Ok(IscsiConfig { listen, targets })
 }
 
 fn transport_limits(cx: &Ctx<'_>, t: &RawTransport) -> Result<Limits, ConfigError> {

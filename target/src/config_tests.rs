@@ -256,3 +256,117 @@ fn secret_files_must_be_private() {
     assert_eq!(c.subsystems[0].auth.len(), 1);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+const ISCSI_BASE: &str = r#"
+[[subsystem]]
+nqn = "nqn.2026-11.io.raidline:a"
+allow_any_host = true
+
+[[subsystem.namespace]]
+nsid = 1
+file = "/tmp/ns1"
+size_mib = 1
+"#;
+
+#[test]
+fn iscsi_targets_map_luns_to_namespaces() {
+    let text = format!(
+        r#"{ISCSI_BASE}
+[iscsi]
+listen = ["10.0.0.1:3260"]
+
+[[iscsi.target]]
+name = "iqn.2026-12.io.raidline:Node1"
+alias = "node1"
+initiators = ["iqn.1993-08.org.debian:01:host1"]
+
+[[iscsi.target.lun]]
+lun = 3
+subsystem = "nqn.2026-11.io.raidline:a"
+nsid = 1
+"#
+    );
+    let c = Config::parse(&text, "t.toml").unwrap();
+    assert_eq!(c.iscsi.listen, vec!["10.0.0.1:3260".parse().unwrap()]);
+    let t = &c.iscsi.targets[0];
+    // iSCSI names compare case-insensitively; the configured one is kept in lower case.
+    assert_eq!(t.name, "iqn.2026-12.io.raidline:node1");
+    assert_eq!(t.alias.as_deref(), Some("node1"));
+    assert_eq!(
+        t.initiators,
+        Some(vec!["iqn.1993-08.org.debian:01:host1".to_string()])
+    );
+    assert_eq!((t.luns[0].lun, t.luns[0].nsid), (3, 1));
+    // Without [iscsi], nothing is served over iSER.
+    assert_eq!(
+        Config::parse(ISCSI_BASE, "t").unwrap().iscsi,
+        IscsiConfig::default()
+    );
+}
+
+#[test]
+fn iscsi_mistakes_are_named() {
+    let target = |name: &str, lun: &str| {
+        format!(
+            "{ISCSI_BASE}\n[iscsi]\nlisten = [\"0.0.0.0:3260\"]\n\n[[iscsi.target]]\nname = \"{name}\"\n{lun}"
+        )
+    };
+    let lun = |l: u32, sub: &str, nsid: u32| {
+        format!("\n[[iscsi.target.lun]]\nlun = {l}\nsubsystem = \"{sub}\"\nnsid = {nsid}\n")
+    };
+    let ok_lun = lun(0, "nqn.2026-11.io.raidline:a", 1);
+    for (text, want) in [
+        (target("raidline-node1", &ok_lun), "not an iSCSI name"),
+        (target("iqn.26-12.io.x", &ok_lun), "not an iSCSI name"),
+        (
+            target("iqn.2026-12.io.raidline:t", ""),
+            "has no [[iscsi.target.lun]]",
+        ),
+        (
+            target(
+                "iqn.2026-12.io.raidline:t",
+                &lun(0, "nqn.2026-11.io.raidline:b", 1),
+            ),
+            "no [[subsystem]]",
+        ),
+        (
+            target(
+                "iqn.2026-12.io.raidline:t",
+                &lun(0, "nqn.2026-11.io.raidline:a", 2),
+            ),
+            "has no namespace 2",
+        ),
+        (
+            target(
+                "iqn.2026-12.io.raidline:t",
+                &lun(16384, "nqn.2026-11.io.raidline:a", 1),
+            ),
+            "out of range",
+        ),
+        (
+            target("iqn.2026-12.io.raidline:t", &format!("{ok_lun}{ok_lun}")),
+            "configured twice",
+        ),
+        (
+            format!("{ISCSI_BASE}\n[iscsi]\nlisten = [\"0.0.0.0:3260\"]\n"),
+            "no [[iscsi.target]]",
+        ),
+        (
+            format!("{ISCSI_BASE}\n[iscsi]\nlisten = [\"3260\"]\n"),
+            "not IP:PORT",
+        ),
+        (
+            format!(
+                "{ISCSI_BASE}\n[[iscsi.target]]\nname = \"iqn.2026-12.io.raidline:t\"\n{ok_lun}"
+            ),
+            "needs iscsi.listen",
+        ),
+    ] {
+        let (_, _, m) = invalid(&text);
+        assert!(m.contains(want), "{m} (want {want})");
+    }
+    // eui. and naa. names are iSCSI names too.
+    assert!(iscsi_name_ok("eui.02004567a425678d"));
+    assert!(iscsi_name_ok("naa.52004567ba64678d"));
+    assert!(!iscsi_name_ok("eui.0200"));
+}

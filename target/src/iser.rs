@@ -44,7 +44,7 @@ use raidline_scsi::iscsi::pdu::{
 };
 use raidline_scsi::iscsi::text::TextAssembler;
 use raidline_scsi::iscsi::RejectReason;
-use raidline_scsi::iser::{build_send, split_send, IserHeader, RemoteBuffer, ISER_HDR_LEN};
+use raidline_scsi::iser::{build_send, IserHeader, IserPdu, RemoteBuffer, ISER_HDR_LEN};
 use raidline_scsi::sbc::{inquiry_no_lun, report_luns, Io, LogicalUnit, Outcome};
 use raidline_scsi::sense::{Asc, Sense, SenseKey, Status};
 
@@ -60,6 +60,8 @@ pub trait Units {
 /// Data segment length a login PDU may carry (RFC 7143's default receive length; open-iscsi's
 /// login buffers hold 8 KiB).
 pub const LOGIN_RECV_DATA: u32 = 8192;
+/// Bytes of a SEND that precede any AHS and the data segment: the iSER header and the BHS.
+pub const HEAD_LEN: usize = ISER_HDR_LEN + BHS_LEN;
 /// The Initiator Task Tag that marks "no task" (RFC 7143 §11.2.1.8).
 const NO_TASK: u32 = 0xffff_ffff;
 
@@ -99,8 +101,8 @@ pub struct Task {
     pub lun: u16,
     /// The storage operation (range-checked).
     pub io: Io,
-    /// Bytes of data-out that came as immediate data: the received payload's
-    /// `immediate.0 .. immediate.0 + immediate.1`.
+    /// Bytes of data-out that came as immediate data: the received SEND's body (what follows
+    /// its [`HEAD_LEN`] bytes), `immediate.0 .. immediate.0 + immediate.1`.
     pub immediate: (usize, usize),
     /// The rest of the data-out, to fetch by RDMA READ: where, and how many bytes.
     pub fetch: Option<(RemoteBuffer, u32)>,
@@ -213,34 +215,65 @@ impl IserConn {
         self.tasks.len()
     }
 
-    /// Handles one received SEND payload; the actions go into `out`.
-    pub fn on_recv(&mut self, payload: &[u8], units: &dyn Units, out: &mut Vec<Action>) {
+    /// Handles one received SEND: `head` holds its first [`HEAD_LEN`] bytes (iSER header and
+    /// BHS), `body` the rest (any AHS, then the data segment): the receive buffers scatter a
+    /// SEND that way so immediate data lands in its own aligned buffer. The actions go into
+    /// `out`.
+    pub fn on_recv(&mut self, head: &[u8], body: &[u8], units: &dyn Units, out: &mut Vec<Action>) {
         let max_data = match &self.phase {
             Phase::Login(_) => LOGIN_RECV_DATA,
             Phase::FullFeature(s) => s.params.max_recv_data_segment_length(),
             Phase::Closed => return,
         };
-        let pdu = match split_send(payload, max_data) {
-            Ok(p) => p,
-            Err(e) => {
-                // A header we can name is rejected; anything shorter ends the connection.
-                let reason = match &e {
-                    raidline_scsi::iser::IserError::Pdu(pe) => pe.reject_reason(),
-                    _ => RejectReason::PROTOCOL_ERROR,
+        let (Some(iser), Some(bhs_bytes)) =
+            (head.get(..ISER_HDR_LEN), head.get(ISER_HDR_LEN..HEAD_LEN))
+        else {
+            return self.close(
+                format!("a SEND of {} bytes is shorter than its headers", head.len()),
+                out,
+            );
+        };
+        let parsed = IserHeader::parse(iser)
+            .map_err(|e| (RejectReason::PROTOCOL_ERROR, e.to_string()))
+            .and_then(|h| {
+                Bhs::parse(bhs_bytes)
+                    .map(|b| (h, b))
+                    .map_err(|e| (e.reject_reason(), e.to_string()))
+            });
+        let (header, bhs) = match parsed {
+            Ok(x) => x,
+            Err((reason, why)) => {
+                return match self.phase {
+                    Phase::FullFeature(_) => self.reject(reason, bhs_bytes, out),
+                    _ => self.close(format!("malformed SEND: {why}"), out),
                 };
-                match (
-                    &self.phase,
-                    payload.get(ISER_HDR_LEN..ISER_HDR_LEN + BHS_LEN),
-                ) {
-                    (Phase::FullFeature(_), Some(bhs)) => self.reject(reason, bhs, out),
-                    _ => self.close(format!("malformed SEND: {e}"), out),
-                }
-                return;
             }
         };
-        // Where the data segment lies in the payload (for immediate data, zero-copy); only
-        // used when it is not empty, so a parser's empty slice from elsewhere cannot matter.
-        let data_at = (pdu.data.as_ptr() as usize).wrapping_sub(payload.as_ptr() as usize);
+        // The data segment follows any AHS (which no command here uses: CDBs of 16 bytes).
+        let ahs = bhs.total_ahs_len();
+        let dsl = bhs.data_segment_len() as usize;
+        let data = match body.get(ahs..ahs + dsl) {
+            Some(d) if dsl <= max_data as usize => d,
+            _ => {
+                return match self.phase {
+                    Phase::FullFeature(_) => {
+                        self.reject(RejectReason::PROTOCOL_ERROR, bhs_bytes, out)
+                    }
+                    _ => self.close(
+                        format!("a SEND's data segment of {dsl} bytes does not fit"),
+                        out,
+                    ),
+                };
+            }
+        };
+        let pdu = IserPdu {
+            header,
+            bhs,
+            ahs: &body[..ahs],
+            data,
+        };
+        // Where the data segment lies in `body` (immediate data is used in place).
+        let data_at = ahs;
         match &mut self.phase {
             Phase::Login(login) => {
                 let step = login.on_pdu(&pdu.bhs, pdu.data);

@@ -7,6 +7,7 @@ use raidline_scsi::iscsi::bhs::encode_lun;
 use raidline_scsi::iscsi::negotiate::{Portal, TargetConfig};
 use raidline_scsi::iscsi::pdu::{LoginRequest, LoginResponse, LoginStage, TaskAttr};
 use raidline_scsi::iscsi::text::parse_text;
+use raidline_scsi::iser::split_send;
 use raidline_scsi::sbc::UnmapLimits;
 
 const TARGET: &str = "iqn.2026-12.io.raidline:t1";
@@ -93,6 +94,12 @@ fn login_send(csg: LoginStage, nsg: LoginStage, data: &[u8], cmd_sn: u32) -> Vec
     build_send(&IserHeader::default(), &r.to_bytes(), &[], data)
 }
 
+/// Hands a whole SEND to the connection as the receive buffers scatter it.
+fn recv(c: &mut IserConn, payload: &[u8], u: &dyn Units, out: &mut Vec<Action>) {
+    let cut = payload.len().min(HEAD_LEN);
+    c.on_recv(&payload[..cut], &payload[cut..], u, out);
+}
+
 /// The answers' PDUs, parsed from the SENDs (and the data-in of write-then-send).
 fn sent(actions: &[Action]) -> Vec<(Pdu, Vec<u8>)> {
     actions
@@ -127,7 +134,8 @@ fn logged_in(session_type: &str) -> (IserConn, OneLun) {
     if session_type == "Normal" {
         first.push(("TargetName", TARGET));
     }
-    c.on_recv(
+    recv(
+        &mut c,
         &login_send(
             LoginStage::Security,
             LoginStage::Operational,
@@ -156,7 +164,8 @@ fn logged_in(session_type: &str) -> (IserConn, OneLun) {
         ("MaxOutstandingUnexpectedPDUs", "0"),
         ("ErrorRecoveryLevel", "0"),
     ]);
-    c.on_recv(
+    recv(
+        &mut c,
         &login_send(LoginStage::Operational, LoginStage::FullFeature, &op, 2),
         &u,
         &mut out,
@@ -231,7 +240,8 @@ fn inquiry_read_and_write_as_open_iscsi_sends_them() {
     let mut out = Vec::new();
 
     // INQUIRY: answered at once, the data RDMA-written ahead of the response.
-    c.on_recv(
+    recv(
+        &mut c,
         &command(
             1,
             2,
@@ -258,7 +268,8 @@ fn inquiry_read_and_write_as_open_iscsi_sends_them() {
     out.clear();
 
     // READ(10) of 8 blocks: a task whose data goes to the read STag.
-    c.on_recv(
+    recv(
+        &mut c,
         &command(
             2,
             3,
@@ -300,7 +311,7 @@ fn inquiry_read_and_write_as_open_iscsi_sends_them() {
         Some(WRITE_VA),
         &[0xa5; 4096],
     );
-    c.on_recv(&payload, &u, &mut out);
+    recv(&mut c, &payload, &u, &mut out);
     let Action::Task(t) = out[0] else {
         panic!("{out:?}")
     };
@@ -312,8 +323,10 @@ fn inquiry_read_and_write_as_open_iscsi_sends_them() {
             fua: true
         }
     );
-    assert_eq!(t.immediate, (28 + 48, 4096));
-    assert!(payload[t.immediate.0..].iter().all(|&b| b == 0xa5));
+    assert_eq!(t.immediate, (0, 4096));
+    assert!(payload[HEAD_LEN + t.immediate.0..]
+        .iter()
+        .all(|&b| b == 0xa5));
     assert_eq!(t.fetch, Some((WRITE_VA, 4096)));
     assert_eq!(c.tasks_in_flight(), 2);
     out.clear();
@@ -339,7 +352,8 @@ fn residuals_and_transfer_length_mismatches() {
     let (mut c, u) = logged_in("Normal");
     let mut out = Vec::new();
     // INQUIRY for 255 bytes: 96 come back, underflow 159.
-    c.on_recv(
+    recv(
+        &mut c,
         &command(
             1,
             2,
@@ -358,7 +372,8 @@ fn residuals_and_transfer_length_mismatches() {
     assert_eq!(r.residual_count, 255 - 96);
     out.clear();
     // A READ of 4 KiB with room for 1 KiB: 1 KiB is written, overflow 3 KiB.
-    c.on_recv(
+    recv(
+        &mut c,
         &command(
             2,
             3,
@@ -383,7 +398,8 @@ fn residuals_and_transfer_length_mismatches() {
     assert_eq!(r.residual_count, 3072);
     out.clear();
     // A WRITE whose expected length is not its CDB's: refused, nothing written.
-    c.on_recv(
+    recv(
+        &mut c,
         &command(
             3,
             4,
@@ -402,7 +418,8 @@ fn residuals_and_transfer_length_mismatches() {
     assert_eq!(sense_of(p).asc, Asc::INVALID_FIELD_IN_COMMAND_IU);
     out.clear();
     // A WRITE whose rest has no write STag to fetch it from.
-    c.on_recv(
+    recv(
+        &mut c,
         &command(
             4,
             5,
@@ -427,7 +444,8 @@ fn bad_luns_cdbs_ranges_and_pdus_get_precise_answers() {
     let (mut c, u) = logged_in("Normal");
     let mut out = Vec::new();
     let read_past_end = [opcode::READ_10, 0, 0, 0x10, 0, 0, 0, 0, 1, 0];
-    c.on_recv(
+    recv(
+        &mut c,
         &command(1, 2, 0, &read_past_end, 512, Some(READ_VA), None, &[]),
         &u,
         &mut out,
@@ -435,7 +453,8 @@ fn bad_luns_cdbs_ranges_and_pdus_get_precise_answers() {
     assert_eq!(sense_of(&sent(&out)[0]), Sense::lba_out_of_range());
     out.clear();
     // A LUN the target does not have: INQUIRY says so in its data, the rest is refused.
-    c.on_recv(
+    recv(
+        &mut c,
         &command(
             2,
             3,
@@ -454,7 +473,8 @@ fn bad_luns_cdbs_ranges_and_pdus_get_precise_answers() {
     };
     assert_eq!(data[0], 0x7f);
     out.clear();
-    c.on_recv(
+    recv(
+        &mut c,
         &command(
             3,
             4,
@@ -471,7 +491,8 @@ fn bad_luns_cdbs_ranges_and_pdus_get_precise_answers() {
     assert_eq!(sense_of(&sent(&out)[0]), Sense::lun_not_supported());
     out.clear();
     // REPORT LUNS to any LUN lists the target's.
-    c.on_recv(
+    recv(
+        &mut c,
         &command(
             4,
             5,
@@ -491,7 +512,8 @@ fn bad_luns_cdbs_ranges_and_pdus_get_precise_answers() {
     assert_eq!(data, &[0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     out.clear();
     // An unknown opcode.
-    c.on_recv(
+    recv(
+        &mut c,
         &command(
             5,
             6,
@@ -510,7 +532,7 @@ fn bad_luns_cdbs_ranges_and_pdus_get_precise_answers() {
     // A PDU whose opcode iSCSI does not have: a Reject carrying its header.
     let mut bad = command(6, 7, 0, &[0; 10], 0, None, None, &[]);
     bad[28] = 0x1f;
-    c.on_recv(&bad, &u, &mut out);
+    recv(&mut c, &bad, &u, &mut out);
     let s = sent(&out);
     let Pdu::Reject(r) = s[0].0 else {
         panic!("{s:?}")
@@ -522,7 +544,8 @@ fn bad_luns_cdbs_ranges_and_pdus_get_precise_answers() {
     let mut data_out = [0u8; 48];
     data_out[0] = 0x05;
     data_out[1] = 0x80;
-    c.on_recv(
+    recv(
+        &mut c,
         &build_send(&IserHeader::default(), &data_out, &[], &[]),
         &u,
         &mut out,
@@ -533,7 +556,8 @@ fn bad_luns_cdbs_ranges_and_pdus_get_precise_answers() {
     assert_eq!(r.reason, RejectReason::PROTOCOL_ERROR);
     out.clear();
     // A command outside the window (CmdSN already used) is dropped without an answer.
-    c.on_recv(
+    recv(
+        &mut c,
         &command(
             7,
             2,
@@ -549,7 +573,7 @@ fn bad_luns_cdbs_ranges_and_pdus_get_precise_answers() {
     );
     assert!(out.is_empty());
     // Truncated SENDs end the connection.
-    c.on_recv(&[0x10, 0, 0], &u, &mut out);
+    recv(&mut c, &[0x10, 0, 0], &u, &mut out);
     assert!(matches!(out[0], Action::Close(_)));
 }
 
@@ -558,7 +582,8 @@ fn task_management_waits_for_the_tasks_it_aborts() {
     let (mut c, u) = logged_in("Normal");
     let mut out = Vec::new();
     for (itt, sn) in [(10, 2), (11, 3)] {
-        c.on_recv(
+        recv(
+            &mut c,
             &command(
                 itt,
                 sn,
@@ -589,7 +614,12 @@ fn task_management_waits_for_the_tasks_it_aborts() {
         build_send(&IserHeader::default(), &t.to_bytes(), &[], &[])
     };
     // ABORT TASK of task 10: no answer until its storage work ends, then only the TMF's.
-    c.on_recv(&tmf(20, TmFunction::ABORT_TASK, 10, 0), &u, &mut out);
+    recv(
+        &mut c,
+        &tmf(20, TmFunction::ABORT_TASK, 10, 0),
+        &u,
+        &mut out,
+    );
     assert!(out.is_empty());
     c.complete(10, Ok(()), &mut out);
     let s = sent(&out);
@@ -600,20 +630,35 @@ fn task_management_waits_for_the_tasks_it_aborts() {
     assert_eq!((r.itt, r.response), (20, TmResponse::FUNCTION_COMPLETE));
     out.clear();
     // A task that is not here.
-    c.on_recv(&tmf(21, TmFunction::ABORT_TASK, 99, 0), &u, &mut out);
+    recv(
+        &mut c,
+        &tmf(21, TmFunction::ABORT_TASK, 99, 0),
+        &u,
+        &mut out,
+    );
     let Pdu::TaskMgmtResponse(r) = sent(&out)[0].0 else {
         panic!()
     };
     assert_eq!(r.response, TmResponse::TASK_DOES_NOT_EXIST);
     out.clear();
     // LUN RESET of a LUN that does not exist, then of LUN 0 with task 11 running.
-    c.on_recv(&tmf(22, TmFunction::LOGICAL_UNIT_RESET, 0, 3), &u, &mut out);
+    recv(
+        &mut c,
+        &tmf(22, TmFunction::LOGICAL_UNIT_RESET, 0, 3),
+        &u,
+        &mut out,
+    );
     let Pdu::TaskMgmtResponse(r) = sent(&out)[0].0 else {
         panic!()
     };
     assert_eq!(r.response, TmResponse::LUN_DOES_NOT_EXIST);
     out.clear();
-    c.on_recv(&tmf(23, TmFunction::LOGICAL_UNIT_RESET, 0, 0), &u, &mut out);
+    recv(
+        &mut c,
+        &tmf(23, TmFunction::LOGICAL_UNIT_RESET, 0, 0),
+        &u,
+        &mut out,
+    );
     assert!(out.is_empty());
     c.complete(11, Err(Sense::read_error(0)), &mut out);
     let s = sent(&out);
@@ -623,7 +668,12 @@ fn task_management_waits_for_the_tasks_it_aborts() {
     };
     assert_eq!((r.itt, r.response), (23, TmResponse::FUNCTION_COMPLETE));
     out.clear();
-    c.on_recv(&tmf(24, TmFunction::TARGET_COLD_RESET, 0, 0), &u, &mut out);
+    recv(
+        &mut c,
+        &tmf(24, TmFunction::TARGET_COLD_RESET, 0, 0),
+        &u,
+        &mut out,
+    );
     let Pdu::TaskMgmtResponse(r) = sent(&out)[0].0 else {
         panic!()
     };
@@ -643,7 +693,8 @@ fn nop_logout_and_discovery() {
         cmd_sn: 2,
         exp_stat_sn: 0,
     };
-    c.on_recv(
+    recv(
+        &mut c,
         &build_send(&IserHeader::default(), &nop.to_bytes(), &[], b"ping"),
         &u,
         &mut out,
@@ -665,7 +716,8 @@ fn nop_logout_and_discovery() {
         cmd_sn: 2,
         exp_stat_sn: 0,
     };
-    c.on_recv(
+    recv(
+        &mut c,
         &build_send(&IserHeader::default(), &logout.to_bytes(), &[], &[]),
         &u,
         &mut out,
@@ -691,7 +743,8 @@ fn nop_logout_and_discovery() {
         cmd_sn: 2,
         exp_stat_sn: 0,
     };
-    d.on_recv(
+    recv(
+        &mut d,
         &build_send(&IserHeader::default(), &t.to_bytes(), &[], &body),
         &u,
         &mut out,
@@ -705,7 +758,8 @@ fn nop_logout_and_discovery() {
     assert_eq!(pairs[0].value, TARGET);
     assert_eq!(pairs[1].value, "10.0.2.15:3260,1");
     out.clear();
-    d.on_recv(
+    recv(
+        &mut d,
         &command(
             1,
             2,
@@ -736,7 +790,8 @@ fn a_failed_login_closes_and_a_closed_connection_is_silent() {
         ("TargetName", "iqn.2026-12.io.raidline:nope"),
         ("AuthMethod", "None"),
     ]);
-    c.on_recv(
+    recv(
+        &mut c,
         &login_send(LoginStage::Security, LoginStage::Operational, &first, 1),
         &u,
         &mut out,
@@ -748,7 +803,8 @@ fn a_failed_login_closes_and_a_closed_connection_is_silent() {
     assert!(!status.is_success());
     assert!(matches!(out[1], Action::Close(_)));
     out.clear();
-    c.on_recv(
+    recv(
+        &mut c,
         &login_send(LoginStage::Security, LoginStage::Operational, &first, 1),
         &u,
         &mut out,
@@ -765,7 +821,8 @@ fn a_unit_attention_is_reported_once_and_not_to_inquiry() {
     c.unit_attention(&[0], Asc::CAPACITY_DATA_CHANGED);
     let tur = [opcode::TEST_UNIT_READY, 0, 0, 0, 0, 0];
     // INQUIRY is answered and leaves the attention pending.
-    c.on_recv(
+    recv(
+        &mut c,
         &command(
             1,
             2,
@@ -782,14 +839,20 @@ fn a_unit_attention_is_reported_once_and_not_to_inquiry() {
     assert_eq!(response(&sent(&out)[0]).status, Status::GOOD);
     out.clear();
     // The next command gets the oldest, once (the repeated one was queued once).
-    c.on_recv(&command(2, 3, 0, &tur, 0, None, None, &[]), &u, &mut out);
+    recv(
+        &mut c,
+        &command(2, 3, 0, &tur, 0, None, None, &[]),
+        &u,
+        &mut out,
+    );
     assert_eq!(
         sense_of(&sent(&out)[0]),
         Sense::new(SenseKey::UNIT_ATTENTION, Asc::REPORTED_LUNS_DATA_CHANGED)
     );
     out.clear();
     // REQUEST SENSE returns the next as its data, with GOOD status.
-    c.on_recv(
+    recv(
+        &mut c,
         &command(
             3,
             4,
@@ -814,6 +877,11 @@ fn a_unit_attention_is_reported_once_and_not_to_inquiry() {
         ))
     );
     out.clear();
-    c.on_recv(&command(4, 5, 0, &tur, 0, None, None, &[]), &u, &mut out);
+    recv(
+        &mut c,
+        &command(4, 5, 0, &tur, 0, None, None, &[]),
+        &u,
+        &mut out,
+    );
     assert_eq!(response(&sent(&out)[0]).status, Status::GOOD);
 }

@@ -631,8 +631,11 @@ impl ConnectionManager<MemFabric> for MemCm {
         let Some(ev) = ev else { return Ok(None) };
         Ok(Some(match ev {
             RawEvent::Request(b) => {
-                let (data, responder_resources, initiator_depth) =
-                    lock(&self.world).take_request(b).unwrap_or_default();
+                let (data, responder_resources, initiator_depth, local) = {
+                    let mut w = lock(&self.world);
+                    let (d, r, i) = w.take_request(b).unwrap_or_default();
+                    (d, r, i, w.local_addr(b))
+                };
                 CmEvent::ConnectRequest(MemRequest {
                     world: Arc::clone(&self.world),
                     conn: b,
@@ -643,6 +646,7 @@ impl ConnectionManager<MemFabric> for MemCm {
                         responder_resources: initiator_depth,
                         initiator_depth: responder_resources,
                         remote_addr: Some(PEER_ADDR),
+                        local_addr: local,
                     },
                     answered: false,
                 })

@@ -136,6 +136,8 @@ pub(crate) struct ConnState {
     peer_rnr_retry: u8,
     /// Passive side: the request as sent (private data, responder resources, initiator depth).
     request: Option<(Vec<u8>, u8, u8)>,
+    /// Passive side: the address the peer connected to.
+    local: Option<SocketAddr>,
 }
 
 /// Everything of one in-memory network.
@@ -755,6 +757,7 @@ impl World {
                 timewait_sent: false,
                 peer_rnr_retry: 7,
                 request: None,
+                local: None,
             },
         );
         id
@@ -763,6 +766,11 @@ impl World {
     /// The request data of a passive connection, taken once.
     pub fn take_request(&mut self, b: u64) -> Option<(Vec<u8>, u8, u8)> {
         self.conns.get_mut(&b).and_then(|c| c.request.take())
+    }
+
+    /// The address a passive connection's peer connected to.
+    pub fn local_addr(&self, b: u64) -> Option<SocketAddr> {
+        self.conns.get(&b).and_then(|c| c.local)
     }
 
     /// Starts an active connect with an already created (unconnected) QP.
@@ -810,6 +818,7 @@ impl World {
             c.peer = Some(a);
             c.peer_rnr_retry = rnr_for_peer;
             c.request = Some(request);
+            c.local = Some(addr);
         }
         if let Some(c) = self.conns.get_mut(&a) {
             c.peer = Some(b);

@@ -79,7 +79,16 @@ pub(crate) struct Control<F: Fabric> {
     /// The authentication thread's inbox, started with the first step (none without hosts
     /// that must authenticate).
     auth: Option<std::sync::mpsc::Sender<AuthJob>>,
+    /// The TSIH the next iSCSI session gets (never 0).
+    next_tsih: u16,
 }
+
+/// Commands an iSER session may have in flight (its CmdSN window): what open-iscsi's iser
+/// transport queues per session by default (`ISER_DEF_XMIT_CMDS_MAX`).
+const ISER_QUEUE_DEPTH: u32 = 128;
+/// Receives beyond the command window, for what the initiator sends immediately (NOP-Out,
+/// task management, Logout, Text).
+const ISER_EXTRA_RECVS: u32 = 8;
 
 impl<F: Fabric> Control<F> {
     pub(crate) fn new(
@@ -108,6 +117,7 @@ impl<F: Fabric> Control<F> {
             degraded,
             last_health: Instant::now(),
             auth: None,
+            next_tsih: 1,
         }
     }
 
@@ -257,6 +267,14 @@ impl<F: Fabric> Control<F> {
             let _ = self.cm.reject(req, &[]);
             return;
         }
+        if let Some(served) = self
+            .shared
+            .iscsi
+            .clone()
+            .filter(|s| s.is_iser_port(info.local_addr))
+        {
+            return self.on_iser_request(req, &info, &served, &peer);
+        }
         let limits = self.shared.limits;
         let setup = match crate::cm::decide(
             &info.private_data,
@@ -385,6 +403,7 @@ impl<F: Fabric> Control<F> {
             posted_recvs: 0,
             srq_held: 0,
             pacing: Default::default(),
+            iser: None,
         };
         for slot in slots {
             let Some(rb) = q.recv_bufs.as_ref() else {
@@ -417,6 +436,179 @@ impl<F: Fabric> Control<F> {
             ConnInfo {
                 poller: p,
                 cq_need,
+                disconnected: false,
+                closed: false,
+                released: false,
+            },
+        );
+        self.pollers[p].send(PollerMsg::NewQueue(Box::new(q)));
+    }
+
+    /// An iSER connect request (it came in on an iSCSI portal): a queue pair with receives of
+    /// the iSER header and BHS plus 8 KiB of data segment, on the next poller with room.
+    fn on_iser_request(
+        &mut self,
+        req: F::Request,
+        info: &raidline_fabric::RequestInfo,
+        served: &super::iscsi::IscsiServed,
+        peer: &str,
+    ) {
+        let cm = raidline_scsi::iser::CmPrivateData::parse(&info.private_data);
+        let recvs = ISER_QUEUE_DEPTH + ISER_EXTRA_RECVS;
+        // Per command an RDMA READ, or an RDMA WRITE and its response; per immediate PDU a
+        // response; three spare.
+        let sq = 2 * recvs + 3;
+        let need = sq + recvs;
+        let n = self.pollers.len().max(1);
+        let start = self.next_poller;
+        self.next_poller = self.next_poller.wrapping_add(1);
+        let Some(p) = (0..n)
+            .map(|k| (start + k) % n)
+            .find(|&p| self.pollers[p].cq_used + need <= self.pollers[p].cq_entries)
+        else {
+            tracing::error!(
+                "rejecting an iSER connection from {peer}: every poller's completion queue is full"
+            );
+            let _ = self.cm.reject(req, &[]);
+            return;
+        };
+        let account = &self.shared.data_path.receive_bytes;
+        let (bufs, slots) = match RecvBuffers::with_head(
+            &*self.fabric,
+            &self.pd,
+            recvs as usize,
+            crate::iser::HEAD_LEN,
+            crate::iser::LOGIN_RECV_DATA as usize,
+            false,
+            account,
+        ) {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::error!("rejecting an iSER connection from {peer}: receive buffers: {e}");
+                let _ = self.cm.reject(req, &[]);
+                return;
+            }
+        };
+        let init = QpInit {
+            pd: self.pd.clone(),
+            send_cq: self.pollers[p].cq.clone(),
+            recv_cq: self.pollers[p].cq.clone(),
+            srq: None,
+            caps: QpCaps {
+                max_send_wr: sq,
+                max_recv_wr: recvs,
+                max_send_sge: 2,
+                max_recv_sge: 2,
+                // A SCSI Response with sense is 28 + 48 + 20 bytes: it goes inline.
+                max_inline_data: 128,
+            },
+        };
+        let attrs = self.fabric.attrs();
+        // RDMA READs fetch write data: as many in flight as the initiator serves and the
+        // device allows (LIO accepts with min(requested, max_qp_init_rd_atom)).
+        let initiator_depth = info
+            .initiator_depth
+            .min(u8::try_from(attrs.max_qp_init_rd_atom).unwrap_or(u8::MAX))
+            .max(1);
+        let params = AcceptParams {
+            private_data: raidline_scsi::iser::CmPrivateData::target_answer()
+                .to_bytes()
+                .to_vec(),
+            responder_resources: info
+                .responder_resources
+                .min(u8::try_from(attrs.max_qp_rd_atom).unwrap_or(u8::MAX)),
+            initiator_depth,
+            rnr_retry_count: 7,
+        };
+        let qp = match self.cm.accept(req, init, params) {
+            Ok(qp) => qp,
+            Err((e, req)) => {
+                tracing::error!("accepting an iSER connection from {peer} failed: {e}");
+                let _ = self.cm.reject(req, &[]);
+                return;
+            }
+        };
+        let tsih = std::num::NonZeroU16::new(self.next_tsih).unwrap_or(std::num::NonZeroU16::MIN);
+        self.next_tsih = self.next_tsih.checked_add(1).unwrap_or(1);
+        let setup = crate::cm::QueueSetup {
+            qid: 1,
+            depth: recvs as u16,
+            host_recv_depth: ISER_QUEUE_DEPTH as u16,
+            initiator_depth,
+            accept: raidline_proto::rdma_cm::CmAccept {
+                recfmt: 0,
+                crqsize: 0,
+            },
+        };
+        let mut q = Queue {
+            conn: info.conn,
+            ep: Endpoint::new(qp, sq),
+            proto: QueueState::new(setup.depth),
+            setup,
+            recv_bufs: Some(bufs),
+            peer: info.remote_addr,
+            reads_in_flight: 0,
+            read_wait: Default::default(),
+            ctrl: None,
+            io: None,
+            served: None,
+            ns_cache: None,
+            table_idx: 0,
+            auth: None,
+            auth_req: None,
+            auth_busy: false,
+            cntlid: 0,
+            parked: HashMap::new(),
+            elsewhere: 0,
+            closing: false,
+            close_reason: None,
+            posted_recvs: 0,
+            srq_held: 0,
+            pacing: Default::default(),
+            iser: Some(Box::new(served.connection(
+                info.local_addr,
+                ISER_QUEUE_DEPTH,
+                tsih,
+            ))),
+        };
+        for slot in slots {
+            let Some(rb) = q.recv_bufs.as_ref() else {
+                break;
+            };
+            let posted = rb
+                .sges(&slot.cmd, slot.icd.as_ref())
+                .map_err(|e| e.to_string())
+                .and_then(|sges| {
+                    q.ep.post_recv(Wr::Recv(slot), &sges)
+                        .map_err(|rej| rej.error.to_string())
+                });
+            match posted {
+                Ok(()) => q.posted_recvs += 1,
+                Err(e) => {
+                    q.close(format!("receive not posted: {e}"));
+                    break;
+                }
+            }
+        }
+        tracing::info!(
+            "iSER connection from {peer} accepted on poller {p} (ZBVA {}, send with invalidate {})",
+            if cm.zbva_not_supported() {
+                "not supported"
+            } else {
+                "supported"
+            },
+            if cm.send_with_invalidate_not_supported() {
+                "not supported"
+            } else {
+                "supported"
+            },
+        );
+        self.pollers[p].cq_used += need;
+        self.conns.insert(
+            info.conn,
+            ConnInfo {
+                poller: p,
+                cq_need: need,
                 disconnected: false,
                 closed: false,
                 released: false,

@@ -16,6 +16,7 @@
 
 mod backend;
 mod control;
+mod iscsi;
 pub mod pacing;
 mod poller;
 mod pool;
@@ -264,6 +265,8 @@ pub struct Shared {
     /// Every poller's pool arenas (registered with the parity engine of an array that starts
     /// after the pollers did).
     pub(crate) pool_arenas: Mutex<Vec<Arc<BufferArena>>>,
+    /// What is served over iSER, if anything.
+    pub(crate) iscsi: Option<Arc<iscsi::IscsiServed>>,
 }
 
 /// Wakes a thread sleeping on a [`backend::Waker`].
@@ -513,6 +516,8 @@ pub struct TargetSpec {
     pub state_dir: Option<std::path::PathBuf>,
     /// How often the arrays' write-intent bitmaps are aged ([`BITMAP_AGING`] by default).
     pub bitmap_aging: Duration,
+    /// The iSER target: portals and iSCSI targets (none configured: not served).
+    pub iscsi: crate::config::IscsiConfig,
 }
 
 impl TargetSpec {
@@ -534,6 +539,7 @@ impl TargetSpec {
             cc: None,
             state_dir: None,
             bitmap_aging: BITMAP_AGING,
+            iscsi: Default::default(),
         }
     }
 }
@@ -593,6 +599,15 @@ impl Target {
             })?;
             tracing::info!("listening on {b} (NVMe/RDMA)");
             bound.push(b);
+        }
+        let mut iser_bound = Vec::new();
+        for addr in &spec.iscsi.listen {
+            let b = cm.listen(*addr, 128).map_err(|source| StartError::Listen {
+                addr: *addr,
+                source,
+            })?;
+            tracing::info!("listening on {b} (iSCSI/iSER)");
+            iser_bound.push(b);
         }
         let mut namespaces = Vec::new();
         let mut subsystems = Vec::new();
@@ -658,6 +673,33 @@ impl Target {
                 addr: *a,
             })
             .collect();
+        let iscsi = if spec.iscsi.targets.is_empty() {
+            None
+        } else {
+            let served = iscsi::IscsiServed::new(
+                &spec.iscsi,
+                iser_bound,
+                &namespaces,
+                &subsystems,
+                spec.limits.max_transfer,
+            )
+            .map_err(StartError::Spec)?;
+            for t in &served.targets {
+                tracing::info!(
+                    "iSCSI target {}: {}",
+                    t.name,
+                    t.luns
+                        .iter()
+                        .map(|l| format!(
+                            "LUN {} = {} nsid {}",
+                            l.lun, namespaces[l.ns].subnqn, namespaces[l.ns].info.nsid
+                        ))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+            Some(Arc::new(served))
+        };
         let (to_control, control_rx) = channel();
         let control_waker = backend::Waker::new()?;
         let shared = Arc::new(Shared {
@@ -678,6 +720,7 @@ impl Target {
             wake_control: control_waker.notifier(),
             poller_wakers: Mutex::new(Vec::new()),
             pool_arenas: Mutex::new(Vec::new()),
+            iscsi,
         });
         for a in &shared.arrays {
             let Some(array) = a.array() else { continue };

@@ -38,6 +38,7 @@ use raidline_raid::{
 };
 
 mod auth;
+mod iser;
 mod pace;
 pub(crate) use pace::CHUNK_SLOTS;
 mod phases;
@@ -783,6 +784,11 @@ impl<F: Fabric> Poller<F> {
                     }
                 }
                 Wr::Chunk => self.chunk_done(&mut q),
+                Wr::IserSend(buf) => {
+                    if let Some(b) = buf {
+                        self.pool.put(b);
+                    }
+                }
                 Wr::Probe { seq, sent_ns } => {
                     if ok {
                         self.probe_answered(&mut q, seq, sent_ns);
@@ -794,6 +800,9 @@ impl<F: Fabric> Poller<F> {
     }
 
     fn on_command(&mut self, q: &mut Queue<F>, slot: Slot, len: usize) {
+        if q.iser.is_some() {
+            return self.on_iser_recv(q, slot, len);
+        }
         if len < 64 {
             q.close(format!("capsule of {len} bytes is shorter than a command"));
             return self.drop_slot(q, slot);
@@ -827,6 +836,7 @@ impl<F: Fabric> Poller<F> {
             paced_len: 0,
             chunked: 0,
             flush_nss: VecDeque::new(),
+            itt: 0,
         };
         let req = match self.spare_reqs.pop() {
             Some(mut b) => {
@@ -1041,6 +1051,7 @@ impl<F: Fabric> Poller<F> {
             Step::Connect(c) => self.finish_connect(q, req, c),
             Step::AdminIn => self.run_admin(q, req),
             Step::AuthIn => self.auth_data(q, req),
+            Step::ScsiOut { ns, lun, io } => self.iser_data_out(q, req, ns, lun, io),
             step @ Step::Write { .. } => {
                 if let (Step::Write { ns, lba, len, .. }, DataSrc::Pool) = (&step, req.data_src) {
                     self.write_arrived(*ns, *lba, *len);
@@ -1754,6 +1765,9 @@ impl<F: Fabric> Poller<F> {
     /// Reposts the request's receive, then sends its completion (after the RDMA WRITE of its
     /// data, if any). The request travels in the SEND's context until it completes.
     fn respond(&mut self, q: &mut Queue<F>, mut req: Box<Req>, status: Status, result: u64) {
+        if q.iser.is_some() {
+            return self.iser_respond(q, req, status);
+        }
         if req.data_src == DataSrc::Icd {
             self.drop_data(&mut req);
         }

@@ -123,8 +123,12 @@ impl<F: Fabric> Pool<F> {
 }
 
 /// A queue's receive buffers: per slot one 64-byte command buffer and, on I/O queues, one
-/// in-capsule data buffer, in two registered arenas.
+/// in-capsule data buffer, in two registered arenas. An iSER connection's slots have a
+/// header buffer of the iSER header and BHS instead ([`RecvBuffers::with_head`]), so the data
+/// segment (immediate data) lands at the start of the aligned data buffer.
 pub(crate) struct RecvBuffers<F: Fabric> {
+    /// Bytes the first SGE takes (the command, or the iSER header and BHS).
+    head: usize,
     cmd_mr: F::Mr,
     icd_mr: Option<F::Mr>,
     /// Registered bytes, counted in `account` while these buffers live.
@@ -150,8 +154,22 @@ impl<F: Fabric> RecvBuffers<F> {
         shared: bool,
         account: &Arc<AtomicU64>,
     ) -> Result<(RecvBuffers<F>, Vec<Slot>), FabricError> {
+        Self::with_head(fabric, pd, depth, 64, icd, shared, account)
+    }
+
+    /// [`Self::new`] with a first SGE of `head` bytes (at most 128).
+    pub(crate) fn with_head(
+        fabric: &F,
+        pd: &F::Pd,
+        depth: usize,
+        head: usize,
+        icd: usize,
+        shared: bool,
+        account: &Arc<AtomicU64>,
+    ) -> Result<(RecvBuffers<F>, Vec<Slot>), FabricError> {
         let oom = || FabricError::InvalidArgument(format!("cannot allocate {depth} receive slots"));
-        let cmds = BufferArena::with_buffers(depth, 64, 64).ok_or_else(oom)?;
+        let cmds =
+            BufferArena::with_buffers(depth, head.next_power_of_two(), 64).ok_or_else(oom)?;
         let cmd_mem: Arc<dyn RegionMemory> = cmds[0].arena().clone();
         let cmd_mr = fabric.register(pd, cmd_mem, Access::LOCAL_WRITE)?;
         let (icd_mr, icds): (Option<F::Mr>, Vec<Option<IoBuf>>) = if icd > 0 {
@@ -164,10 +182,11 @@ impl<F: Fabric> RecvBuffers<F> {
         } else {
             (None, (0..depth).map(|_| None).collect())
         };
-        let bytes = (depth * (64 + icd)) as u64;
+        let bytes = (depth * (head + icd)) as u64;
         account.fetch_add(bytes, Ordering::Relaxed);
         Ok((
             RecvBuffers {
+                head,
                 cmd_mr,
                 icd_mr,
                 bytes,
@@ -183,7 +202,7 @@ impl<F: Fabric> RecvBuffers<F> {
     /// The SGEs of a receive: the command, then the in-capsule data buffer if any (on the
     /// stack: every command's receive is reposted through here).
     pub(crate) fn sges(&self, cmd: &IoBuf, icd: Option<&IoBuf>) -> Result<RecvSges, FabricError> {
-        let first = sge_of::<F>(&self.cmd_mr, cmd, 64)?;
+        let first = sge_of::<F>(&self.cmd_mr, cmd, self.head)?;
         Ok(match (&self.icd_mr, icd) {
             (Some(mr), Some(b)) => RecvSges {
                 sges: [first, sge_of::<F>(mr, b, b.len())?],

@@ -80,6 +80,13 @@ pub(crate) enum Step {
     },
     /// Flush the namespaces of [`Req::flush_nss`] one after another.
     Flush,
+    /// An iSCSI command's data-out (UNMAP's parameter list, WRITE SAME's block) is here:
+    /// the logical unit reads it (issue 18).
+    ScsiOut {
+        ns: usize,
+        lun: u16,
+        io: raidline_scsi::sbc::Io,
+    },
     /// Nothing left but the response.
     Respond,
 }
@@ -118,6 +125,8 @@ pub(crate) struct Req {
     /// The namespaces a Flush (or a FUA write's flush) has still to flush, in order. Kept with
     /// its capacity when the request's box serves the next command: no allocation per flush.
     pub flush_nss: VecDeque<usize>,
+    /// The Initiator Task Tag of an iSCSI command (iSER queues only).
+    pub itt: u32,
 }
 
 impl Req {
@@ -149,6 +158,9 @@ pub(crate) enum Wr {
         /// When it was posted.
         sent_ns: u64,
     },
+    /// An iSCSI PDU SEND of an iSER queue; the pool buffer its payload went from, if it was
+    /// too long to go inline.
+    IserSend(Option<IoBuf>),
 }
 
 /// A queue's pacing: its pacer (I/O queues when pacing is on), the responses whose RDMA WRITE
@@ -224,6 +236,8 @@ pub(crate) struct Queue<F: Fabric> {
     /// Shared-receive-queue slots holding this queue's commands now.
     pub srq_held: usize,
     pub pacing: QueuePacing,
+    /// An iSER connection's iSCSI state: the queue pair carries iSCSI, not NVMe/RDMA.
+    pub iser: Option<Box<super::iscsi::IserQueue>>,
 }
 
 impl<F: Fabric> Queue<F> {

@@ -1,0 +1,430 @@
+//! The poller's side of an iSER connection (issue 18): receives go to the connection's
+//! [`crate::iser::IserConn`], whose actions are run here with the same machinery NVMe/RDMA
+//! commands use: pool buffers, RDMA READ of write data, the namespaces' storage, RDMA WRITE of
+//! read data ahead of the response on the same queue pair.
+//!
+//! What differs from NVMe/RDMA: a receive is the iSER header and BHS in the slot's first
+//! buffer and the data segment in its second; responses are iSCSI PDUs (a SCSI Response with
+//! sense is 96 bytes, sent inline), each SEND signaled; a storage result becomes sense data
+//! ([`crate::scsi::sense_for_storage_error`]).
+
+use std::collections::VecDeque;
+
+use raidline_fabric::{Fabric, Payload, RemoteBuf, SendOp, SendWr, WrId};
+use raidline_proto::{Status, StatusCode};
+use raidline_scsi::sbc::{Io, WriteSameAction};
+use raidline_scsi::sense::Sense;
+
+use super::super::queue::{DataSrc, Queue, Req, Slot, Step, Wr};
+use super::{AfterBuf, Poller};
+use crate::io::DataLocation;
+use crate::iser::{Action, Task, HEAD_LEN};
+use crate::status::StorageError;
+
+/// Largest SEND payload that goes inline (the QP's `max_inline_data`).
+const INLINE_MAX: usize = 128;
+
+impl<F: Fabric> Poller<F> {
+    /// A SEND arrived on an iSER queue: its PDU goes to the connection; the receive goes back
+    /// at once (immediate data is not negotiated, so no command keeps its buffer).
+    pub(super) fn on_iser_recv(&mut self, q: &mut Queue<F>, slot: Slot, len: usize) {
+        if self.draining {
+            return self.drop_slot(q, slot);
+        }
+        let Some(mut iq) = q.iser.take() else {
+            return self.drop_slot(q, slot);
+        };
+        iq.units.refresh(&self.shared.namespaces);
+        let mut out = Vec::new();
+        {
+            let head = &slot.cmd[..len.min(HEAD_LEN).min(slot.cmd.len())];
+            let body_len = len.saturating_sub(HEAD_LEN);
+            let body: &[u8] = match &slot.icd {
+                Some(b) => &b[..body_len.min(b.len())],
+                None => &[],
+            };
+            iq.conn.on_recv(head, body, &iq.units, &mut out);
+        }
+        q.iser = Some(iq);
+        self.post_recv(q, slot);
+        self.iser_actions(q, out);
+    }
+
+    fn iser_actions(&mut self, q: &mut Queue<F>, out: Vec<Action>) {
+        for a in out {
+            match a {
+                Action::Send(p) => self.iser_send(q, &p),
+                Action::WriteThenSend { remote, data, send } => {
+                    self.iser_write_then_send(q, remote, &data, &send)
+                }
+                Action::FullFeature { recv_len } => {
+                    // The receives were posted with the login's size, which full feature keeps
+                    // (TargetRecvDataSegmentLength is at most what they hold).
+                    let have = HEAD_LEN + crate::iser::LOGIN_RECV_DATA as usize;
+                    if recv_len > have {
+                        q.close(format!(
+                            "full-feature receives of {recv_len} bytes, posted {have}"
+                        ));
+                    }
+                }
+                Action::Task(t) => self.iser_task(q, t),
+                Action::Close(why) => q.close(format!("iSCSI: {why}")),
+            }
+        }
+    }
+
+    /// Posts one iSCSI PDU: inline when it fits, else from a pool buffer.
+    fn iser_send(&mut self, q: &mut Queue<F>, payload: &[u8]) {
+        if q.closing {
+            return;
+        }
+        if payload.len() <= INLINE_MAX {
+            let mut wr = [SendWr {
+                wr_id: WrId(0),
+                op: SendOp::Send,
+                payload: Payload::Inline(payload),
+                signaled: true,
+            }];
+            if let Err(rej) = q.ep.post_send(Wr::IserSend(None), &mut wr) {
+                q.close(format!("iSCSI PDU not posted: {}", rej.error));
+            }
+            return;
+        }
+        let Some(mut buf) = self.pool.get(payload.len()) else {
+            return q.close("no pool buffer for an iSCSI PDU");
+        };
+        buf[..payload.len()].copy_from_slice(payload);
+        let sge = match self.pool.sge(&buf, payload.len()) {
+            Ok(s) => s,
+            Err(e) => {
+                self.pool.put(buf);
+                return q.close(format!("iSCSI PDU buffer: {e}"));
+            }
+        };
+        let sges = [sge];
+        let mut wr = [SendWr {
+            wr_id: WrId(0),
+            op: SendOp::Send,
+            payload: Payload::Sges(&sges),
+            signaled: true,
+        }];
+        if let Err(rej) = q.ep.post_send(Wr::IserSend(Some(buf)), &mut wr) {
+            if let Wr::IserSend(Some(b)) = rej.ctx {
+                self.pool.put(b);
+            }
+            q.close(format!("iSCSI PDU not posted: {}", rej.error));
+        }
+    }
+
+    /// Data-in answered at once (INQUIRY, READ CAPACITY, …): RDMA WRITE from a pool buffer,
+    /// then the response, one chain.
+    fn iser_write_then_send(
+        &mut self,
+        q: &mut Queue<F>,
+        remote: raidline_scsi::iser::RemoteBuffer,
+        data: &[u8],
+        send: &[u8],
+    ) {
+        if q.closing {
+            return;
+        }
+        let Some(mut buf) = self.pool.get(data.len().max(1)) else {
+            return q.close("no pool buffer for data-in");
+        };
+        buf[..data.len()].copy_from_slice(data);
+        let sge = match self.pool.sge(&buf, data.len()) {
+            Ok(s) => s,
+            Err(e) => {
+                self.pool.put(buf);
+                return q.close(format!("data-in buffer: {e}"));
+            }
+        };
+        let sges = [sge];
+        let mut wrs = [
+            SendWr {
+                wr_id: WrId(0),
+                op: SendOp::RdmaWrite(RemoteBuf {
+                    addr: remote.va,
+                    rkey: remote.stag,
+                }),
+                payload: Payload::Sges(&sges),
+                signaled: false,
+            },
+            SendWr {
+                wr_id: WrId(0),
+                op: SendOp::Send,
+                payload: Payload::Inline(send),
+                signaled: true,
+            },
+        ];
+        if send.len() > INLINE_MAX {
+            self.pool.put(buf);
+            return q.close("an iSCSI response too long to go inline");
+        }
+        if let Err(rej) = q.ep.post_send(Wr::IserSend(Some(buf)), &mut wrs) {
+            if let Wr::IserSend(Some(b)) = rej.ctx {
+                self.pool.put(b);
+            }
+            q.close(format!("data-in not posted: {}", rej.error));
+        }
+    }
+
+    /// A request box for an iSCSI task.
+    fn iser_req(&mut self, itt: u32) -> Box<Req> {
+        let fresh = Req {
+            slot: None,
+            sqe: raidline_proto::Sqe::new(0, 0),
+            cid: 0,
+            icd_len: 0,
+            started: self.clock(),
+            data: None,
+            data_src: DataSrc::None,
+            data_len: 0,
+            step: Step::Respond,
+            write_back: None,
+            status: Status::SUCCESS,
+            result: 0,
+            close_after: false,
+            account: None,
+            remote: None,
+            zeroed: false,
+            paced_len: 0,
+            chunked: 0,
+            flush_nss: VecDeque::new(),
+            itt,
+        };
+        match self.spare_reqs.pop() {
+            Some(mut b) => {
+                let mut nss = std::mem::take(&mut b.flush_nss);
+                nss.clear();
+                *b = fresh;
+                b.flush_nss = nss;
+                b
+            }
+            None => Box::new(fresh),
+        }
+    }
+
+    /// Starts a task's storage work, as an NVMe command's.
+    fn iser_task(&mut self, q: &mut Queue<F>, t: Task) {
+        let target = q
+            .iser
+            .as_ref()
+            .and_then(|i| i.conn.session())
+            .and_then(|s| s.target_name.clone())
+            .unwrap_or_default();
+        let Some(ns) = q.iser.as_ref().and_then(|i| i.units.ns_of(&target, t.lun)) else {
+            return self.iser_finish(q, t.itt, Err(Sense::lun_not_supported()));
+        };
+        let bs = u64::from(self.shared.namespaces[ns].info.block_size);
+        let mut req = self.iser_req(t.itt);
+        let fetch = |req: &mut Req, (r, len): (raidline_scsi::iser::RemoteBuffer, u32)| {
+            req.remote = None;
+            (
+                DataLocation::Remote {
+                    address: r.va,
+                    length: len,
+                    key: r.stag,
+                    invalidate: false,
+                },
+                len as usize,
+            )
+        };
+        match t.io {
+            Io::Read { lba, blocks, .. } => {
+                let len = (u64::from(blocks) * bs) as usize;
+                req.step = Step::Read { ns, lba, len };
+                req.account = Some((ns, true, len as u64));
+                req.write_back = t.deliver.map(|(r, n)| {
+                    (
+                        RemoteBuf {
+                            addr: r.va,
+                            rkey: r.stag,
+                        },
+                        n as usize,
+                    )
+                });
+                self.with_buffer(q, req, len, AfterBuf::Storage);
+            }
+            Io::Write { lba, blocks, fua } => {
+                let len = (u64::from(blocks) * bs) as usize;
+                let Some(f) = t.fetch else {
+                    return self.iser_finish(q, t.itt, Err(Sense::internal_failure()));
+                };
+                let (loc, n) = fetch(&mut req, f);
+                req.step = Step::Write { ns, lba, len, fua };
+                req.account = Some((ns, false, len as u64));
+                self.fetch(q, req, loc, n);
+            }
+            Io::Flush => {
+                req.flush_nss.clear();
+                req.flush_nss.push_back(ns);
+                req.step = Step::Flush;
+                self.submit(q, req);
+            }
+            Io::WriteZeroes { lba, blocks, .. } => {
+                let pieces: VecDeque<(u64, u64)> = [(lba, u64::from(blocks))].into();
+                let len = self.zero_len(&pieces);
+                req.step = Step::Zero { ns, pieces };
+                self.with_buffer(q, req, len, AfterBuf::Storage);
+            }
+            io @ (Io::WriteSame { .. } | Io::Unmap { .. }) => {
+                let Some(f) = t.fetch else {
+                    return self.iser_finish(q, t.itt, Err(Sense::internal_failure()));
+                };
+                let (loc, n) = fetch(&mut req, f);
+                req.step = Step::ScsiOut { ns, lun: t.lun, io };
+                self.fetch(q, req, loc, n);
+            }
+        }
+    }
+
+    /// UNMAP's parameter list or WRITE SAME's block is here: the unit reads it, and the ranges
+    /// are zeroed (deallocated: they read back as zeroes).
+    pub(super) fn iser_data_out(
+        &mut self,
+        q: &mut Queue<F>,
+        mut req: Box<Req>,
+        ns: usize,
+        lun: u16,
+        io: Io,
+    ) {
+        let target = q
+            .iser
+            .as_ref()
+            .and_then(|i| i.conn.session())
+            .and_then(|s| s.target_name.clone())
+            .unwrap_or_default();
+        let pieces: Result<VecDeque<(u64, u64)>, Sense> = {
+            let unit = q
+                .iser
+                .as_ref()
+                .and_then(|i| crate::iser::Units::unit(&i.units, &target, lun));
+            let bytes = req.data_bytes();
+            match (unit, io) {
+                (None, _) => Err(Sense::lun_not_supported()),
+                (Some(u), Io::Unmap { .. }) => u
+                    .unmap_list(bytes)
+                    .map(|r| r.iter().map(|r| (r.lba, u64::from(r.blocks))).collect()),
+                (Some(u), Io::WriteSame { lba, blocks, unmap }) => u
+                    .write_same(lba, blocks, unmap, bytes)
+                    .map(|WriteSameAction::WriteZeroes { lba, blocks, .. }| {
+                        [(lba, u64::from(blocks))].into()
+                    }),
+                (Some(_), _) => Err(Sense::internal_failure()),
+            }
+        };
+        self.drop_data(&mut req);
+        match pieces {
+            Err(s) => {
+                let itt = req.itt;
+                self.recycle(req);
+                self.iser_finish(q, itt, Err(s));
+            }
+            Ok(p) if p.is_empty() => self.iser_respond(q, req, Status::SUCCESS),
+            Ok(p) => {
+                let len = self.zero_len(&p);
+                req.step = Step::Zero { ns, pieces: p };
+                self.with_buffer(q, req, len, AfterBuf::Storage);
+            }
+        }
+    }
+
+    /// A task's storage work ended with `status` (NVMe's, from the shared path): its SCSI
+    /// Response, with its read data RDMA-written ahead of it.
+    pub(super) fn iser_respond(&mut self, q: &mut Queue<F>, mut req: Box<Req>, status: Status) {
+        if req.data_src == DataSrc::Icd {
+            self.drop_data(&mut req);
+        }
+        let lba = match &req.step {
+            Step::Read { lba, .. } | Step::Write { lba, .. } => *lba,
+            _ => 0,
+        };
+        let result = if status.is_success() {
+            Ok(())
+        } else {
+            let kind = match status.code {
+                StatusCode::UNRECOVERED_READ_ERROR => StorageError::Unrecovered,
+                StatusCode::WRITE_FAULT => StorageError::WriteFault,
+                StatusCode::NS_NOT_READY => StorageError::NotReady,
+                _ => StorageError::Internal,
+            };
+            Err(crate::scsi::sense_for_storage_error(kind, lba))
+        };
+        if q.closing {
+            return self.recycle(req);
+        }
+        let Some(mut iq) = q.iser.take() else {
+            return self.recycle(req);
+        };
+        let mut out = Vec::new();
+        iq.conn.complete(req.itt, result, &mut out);
+        q.iser = Some(iq);
+        // The task's own response comes first in `out` (unless task management aborted it,
+        // which leaves its data unsent too).
+        let delivers = result.is_ok()
+            && req.write_back.is_some_and(|(_, n)| n > 0)
+            && req.data.is_some()
+            && matches!(out.first(), Some(Action::Send(_)));
+        if delivers {
+            let Some(Action::Send(resp)) = (!out.is_empty()).then(|| out.remove(0)) else {
+                return self.recycle(req);
+            };
+            self.iser_read_response(q, req, &resp);
+        } else {
+            self.recycle(req);
+        }
+        self.iser_actions(q, out);
+    }
+
+    /// RDMA WRITE of a read's data from its pool buffer, then the response; the request (and
+    /// its buffer) comes back when the SEND completes.
+    fn iser_read_response(&mut self, q: &mut Queue<F>, req: Box<Req>, resp: &[u8]) {
+        let (Some((remote, n)), Some(buf)) = (req.write_back, req.data.as_ref()) else {
+            return self.recycle(req);
+        };
+        let sge = match self.pool.sge(buf, n) {
+            Ok(s) => s,
+            Err(e) => {
+                q.close(format!("read buffer: {e}"));
+                return self.recycle(req);
+            }
+        };
+        if resp.len() > INLINE_MAX {
+            q.close("an iSCSI response too long to go inline");
+            return self.recycle(req);
+        }
+        let sges = [sge];
+        let mut wrs = [
+            SendWr {
+                wr_id: WrId(0),
+                op: SendOp::RdmaWrite(remote),
+                payload: Payload::Sges(&sges),
+                signaled: false,
+            },
+            SendWr {
+                wr_id: WrId(0),
+                op: SendOp::Send,
+                payload: Payload::Inline(resp),
+                signaled: true,
+            },
+        ];
+        if let Err(rej) = q.ep.post_send(Wr::Resp(req), &mut wrs) {
+            q.close(format!("read response not posted: {}", rej.error));
+            if let Wr::Resp(r) = rej.ctx {
+                self.recycle(r);
+            }
+        }
+    }
+
+    /// A task that ended before storage (no namespace, a bad data-out).
+    fn iser_finish(&mut self, q: &mut Queue<F>, itt: u32, result: Result<(), Sense>) {
+        let Some(mut iq) = q.iser.take() else {
+            return;
+        };
+        let mut out = Vec::new();
+        iq.conn.complete(itt, result, &mut out);
+        q.iser = Some(iq);
+        self.iser_actions(q, out);
+    }
+}
