@@ -173,6 +173,13 @@ pub struct DataPathMetrics {
     /// Authentications the host ended with a Failure2 (e.g. the controller's response did not
     /// match the host's controller secret).
     pub auth_host_failed: AtomicU64,
+    /// Reads and writes completed for NVMe-oF hosts (the namespace counters count both
+    /// protocols).
+    pub nvme_io: AtomicU64,
+    /// Reads and writes completed for iSCSI hosts over iSER.
+    pub iscsi_io: AtomicU64,
+    /// iSCSI logins that reached full-feature phase.
+    pub iscsi_logins: AtomicU64,
 }
 
 /// Gauges of one array at scrape time.
@@ -429,6 +436,18 @@ pub fn render_all(
                 "Payload bytes copied on the data path (0 = zero-copy held).",
                 "",
                 &[("", &dp.payload_bytes_copied)],
+            ),
+            (
+                "raidline_io_commands_total",
+                "Reads and writes completed, by the protocol the host spoke.",
+                "protocol",
+                &[("nvme", &dp.nvme_io), ("iscsi", &dp.iscsi_io)],
+            ),
+            (
+                "raidline_iscsi_logins_total",
+                "iSCSI logins over iSER that reached full-feature phase.",
+                "",
+                &[("", &dp.iscsi_logins)],
             ),
             (
                 "raidline_storage_requests_total",
@@ -992,6 +1011,7 @@ mod tests {
                 auth: String::new(),
                 queues: vec![q(0, 0.0, f64::NAN), q(1, 1.5e9, 25.0)],
             }],
+            iscsi_sessions: Vec::new(),
         }
     }
 
@@ -1243,8 +1263,10 @@ mod tests {
         // The payload-copy counter, the storage requests by path (ring, workers), the ring's
         // operations by buffer (fixed, plain), the poller loops' passes (work, empty), sleeps
         // (wait, nap) and sleep time, the parked and the gathered writes, the authentication
-        // outcomes (3), and the receive memory.
-        assert_eq!(samples.len(), 16);
+        // outcomes (3), the receive memory, the I/O commands by protocol (nvme, iscsi) and the
+        // iSCSI logins.
+        assert_eq!(samples.len(), 19);
+        assert!(text.contains("raidline_io_commands_total{protocol=\"iscsi\"} 0\n"));
         assert!(text.contains("# TYPE raidline_qp_rtt_seconds gauge\n"));
     }
 

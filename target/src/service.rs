@@ -919,6 +919,14 @@ impl Management for Api {
             arrays,
             subsystems,
             controllers,
+            iscsi_sessions: self
+                .shared
+                .iscsi_sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .values()
+                .cloned()
+                .collect(),
         }
     }
 

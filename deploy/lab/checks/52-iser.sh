@@ -5,7 +5,8 @@
 # iSER portal (beside NVMe/RDMA). Passes when:
 #  1. SendTargets discovery over iSER lists the target; the login attaches a SCSI disk over the
 #     iser transport with raidline's identity (vendor RAIDLINE, VPD 0x83's EUI-64 designator)
-#     and the array's size;
+#     and the array's size; `raidline status` lists the session and the metrics count its I/O
+#     under protocol="iscsi";
 #  2. a crc32c write+verify of FIO_VERIFY_SIZE and the shared 4 KiB jobs pass (rows
 #     raidline-iser in the stage's fio table); a discarded range reads back as zeroes;
 #  3. mkfs.ext4, files with checksums, fsck clean; logout, login again: equal checksums;
@@ -45,6 +46,17 @@ lab_log "wwid: $wwid"
 [[ "$wwid" == eui.* ]] || lab_fail "wwid '$wwid' is not the namespace's EUI-64 designator"
 
 lab_fio raidline-iser "$dev" "${jobs[@]}"
+
+lab_log "raidline status lists the session; the metrics count iSCSI I/O"
+rl status > "$out/status.txt"
+grep -A1 "^iSCSI sessions: 1" "$out/status.txt" || { cat "$out/status.txt"; lab_fail "status lists no iSCSI session"; }
+exec 3<>/dev/tcp/127.0.0.1/9420
+printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3
+cat <&3 > "$out/metrics.txt"
+exec 3<&-
+grep -E '^raidline_io_commands_total|^raidline_iscsi_logins_total' "$out/metrics.txt"
+awk '/^raidline_io_commands_total\{protocol="iscsi"\}/ { n = $2 } END { exit !(n > 0) }' "$out/metrics.txt" ||
+  lab_fail "no iSCSI I/O counted"
 
 lab_log "discard 8 MiB at 64 MiB: reads back as zeroes"
 blkdiscard -o $((64 << 20)) -l $((8 << 20)) "$dev" || lab_fail "blkdiscard"

@@ -267,6 +267,8 @@ pub struct Shared {
     pub(crate) pool_arenas: Mutex<Vec<Arc<BufferArena>>>,
     /// What is served over iSER, if anything.
     pub(crate) iscsi: Option<Arc<iscsi::IscsiServed>>,
+    /// iSCSI sessions in full-feature phase, by connection (for `raidline status`).
+    pub iscsi_sessions: Mutex<HashMap<ConnId, crate::mgmt::IscsiSessionStatus>>,
 }
 
 /// Wakes a thread sleeping on a [`backend::Waker`].
@@ -721,6 +723,7 @@ impl Target {
             poller_wakers: Mutex::new(Vec::new()),
             pool_arenas: Mutex::new(Vec::new()),
             iscsi,
+            iscsi_sessions: Mutex::new(HashMap::new()),
         });
         for a in &shared.arrays {
             let Some(array) = a.array() else { continue };

@@ -1954,6 +1954,10 @@ impl<F: Fabric> Poller<F> {
                 if let Some(io) = &q.io {
                     io.count(read, bytes);
                 }
+                self.shared
+                    .data_path
+                    .nvme_io
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             } else {
                 entry
                     .metrics

@@ -57,6 +57,28 @@ pub struct StatusReport {
     pub subsystems: Vec<SubsystemStatus>,
     /// Connected controllers.
     pub controllers: Vec<ControllerStatus>,
+    /// iSCSI sessions over iSER (absent from daemons without iSER).
+    #[serde(default)]
+    pub iscsi_sessions: Vec<IscsiSessionStatus>,
+}
+
+/// One iSCSI session (one connection: MaxConnections is 1).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IscsiSessionStatus {
+    /// "Normal" or "Discovery".
+    pub session_type: String,
+    /// The initiator's iSCSI name.
+    pub initiator: String,
+    /// The target's name (normal sessions).
+    pub target: String,
+    /// ISID, hex.
+    pub isid: String,
+    /// TSIH.
+    pub tsih: u16,
+    /// The initiator's address (IP:port).
+    pub peer: String,
+    /// Poller thread serving it.
+    pub poller: u32,
 }
 
 /// One RAID-5 array.

@@ -41,6 +41,21 @@ pub fn render_status(r: &StatusReport) -> String {
     for c in &r.controllers {
         controller(&mut out, c);
     }
+    if !r.iscsi_sessions.is_empty() {
+        let _ = writeln!(out, "\niSCSI sessions: {}", r.iscsi_sessions.len());
+        for s in &r.iscsi_sessions {
+            let target = if s.target.is_empty() {
+                "(discovery)"
+            } else {
+                &s.target
+            };
+            let _ = writeln!(
+                out,
+                "  {} -> {target}  {} session, ISID {} TSIH {}, from {}, poller {}",
+                s.initiator, s.session_type, s.isid, s.tsih, s.peer, s.poller
+            );
+        }
+    }
     out
 }
 

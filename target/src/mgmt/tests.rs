@@ -205,6 +205,15 @@ pub(crate) fn sample() -> StatusReport {
                 },
             ],
         }],
+        iscsi_sessions: vec![IscsiSessionStatus {
+            session_type: "Normal".into(),
+            initiator: "iqn.1993-08.org.debian:01:host1".into(),
+            target: "iqn.2026-12.io.raidline:array0".into(),
+            isid: "80002338d000".into(),
+            tsih: 1,
+            peer: "10.0.0.2:40000".into(),
+            poller: 0,
+        }],
     }
 }
 
@@ -563,6 +572,9 @@ fn rendered_status_names_the_key_fields() {
     for want in [
         "raidline 0.1.0, up 01:02:03",
         "listening on 0.0.0.0:4420",
+        "iSCSI sessions: 1",
+        "iqn.1993-08.org.debian:01:host1 -> iqn.2026-12.io.raidline:array0  Normal session, \
+         ISID 80002338d000 TSIH 1, from 10.0.0.2:40000, poller 0",
         "array0 [rebuilding]  uuid 3f1c2a44-9b2e-4c1d-8a55-0e6b7c9d1f20",
         "capacity 3.00 TiB, chunk 64.00 KiB, parity cpu-avx2, write-hole protection on, \
          write hole: degraded",

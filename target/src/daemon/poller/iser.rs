@@ -9,6 +9,7 @@
 //! ([`crate::scsi::sense_for_storage_error`]).
 
 use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
 
 use raidline_fabric::{Fabric, Payload, RemoteBuf, SendOp, SendWr, WrId};
 use raidline_proto::{Status, StatusCode};
@@ -44,6 +45,41 @@ impl<F: Fabric> Poller<F> {
                 None => &[],
             };
             iq.conn.on_recv(head, body, &iq.units, &mut out);
+        }
+        if out.iter().any(|a| matches!(a, Action::FullFeature { .. })) {
+            if let Some(s) = iq.conn.session() {
+                self.shared
+                    .data_path
+                    .iscsi_logins
+                    .fetch_add(1, Ordering::Relaxed);
+                let st = crate::mgmt::IscsiSessionStatus {
+                    session_type: format!("{:?}", s.session_type),
+                    initiator: s.initiator_name.clone(),
+                    target: s.target_name.clone().unwrap_or_default(),
+                    isid: s.isid.iter().map(|b| format!("{b:02x}")).collect(),
+                    tsih: s.tsih,
+                    peer: q.peer.map_or_else(|| "?".into(), |p| p.to_string()),
+                    poller: self.id as u32,
+                };
+                tracing::info!(
+                    "iSCSI {} session {} (TSIH {}) of {} from {} to {}",
+                    st.session_type,
+                    st.isid,
+                    st.tsih,
+                    st.initiator,
+                    st.peer,
+                    if st.target.is_empty() {
+                        "(discovery)"
+                    } else {
+                        &st.target
+                    }
+                );
+                self.shared
+                    .iscsi_sessions
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(q.conn, st);
+            }
         }
         q.iser = Some(iq);
         self.post_recv(q, slot);
@@ -351,6 +387,26 @@ impl<F: Fabric> Poller<F> {
             };
             Err(crate::scsi::sense_for_storage_error(kind, lba))
         };
+        if let Some((ns, read, bytes)) = req.account {
+            let took = self
+                .clock()
+                .saturating_duration_since(req.started)
+                .as_nanos() as u64;
+            let entry = &self.shared.namespaces[ns];
+            if result.is_ok() {
+                if read {
+                    entry.metrics.read_done(bytes, took);
+                } else {
+                    entry.metrics.write_done(bytes, took);
+                }
+                self.shared
+                    .data_path
+                    .iscsi_io
+                    .fetch_add(1, Ordering::Relaxed);
+            } else {
+                entry.metrics.errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         if q.closing {
             return self.recycle(req);
         }

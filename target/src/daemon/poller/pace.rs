@@ -139,6 +139,9 @@ impl<F: Fabric> Poller<F> {
             self.pace.paced = self.pace.paced.saturating_sub(1);
         }
         lock(&self.shared.queue_stats).remove(&q.conn);
+        if q.iser.is_some() {
+            lock(&self.shared.iscsi_sessions).remove(&q.conn);
+        }
     }
 
     /// Recycles the waiting responses of closing queues. One whose data is partly posted in
