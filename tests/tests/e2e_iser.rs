@@ -1,0 +1,473 @@
+//! The daemon's iSER target end to end over the in-memory fabric (issue 18): a bare iSER host
+//! (what open-iscsi's iser transport sends, PDU by PDU) logs in, runs SCSI commands whose data
+//! moves by RDMA READ and WRITE against its registered buffer, and gets exact sense for its
+//! mistakes. The same array is served over NVMe/RDMA at the same time.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use raidline_fabric::mem::{MemFabric, MemNetwork};
+use raidline_fabric::{
+    Access, CmEvent, Completion, CompletionQueue, ConnId, ConnectParams, ConnectionManager,
+    DmaMemory, Fabric, MemoryRegion, Payload, QpCaps, QpInit, QueuePair, RecvWr, SendOp, SendWr,
+    WcStatus, WrId,
+};
+use raidline_initiator::{Lba, Nsid};
+use raidline_proto::text::Nqn;
+use raidline_scsi::cdb::opcode;
+use raidline_scsi::iscsi::bhs::encode_lun;
+use raidline_scsi::iscsi::pdu::{
+    LoginRequest, LoginStage, LogoutReason, LogoutRequest, Pdu, ScsiCommand, ScsiResponse, TaskAttr,
+};
+use raidline_scsi::iser::{build_send, split_send, IserHeader, RemoteBuffer};
+use raidline_scsi::sense::{Sense, Status};
+use raidline_target::config::{IscsiConfig, IscsiLun, IscsiTarget};
+use raidline_target::daemon::Target;
+use raidline_target::subsystem::{HostAccess, Limits};
+
+const IQN: &str = "iqn.2026-12.io.raidline:array0";
+const PORTAL: &str = "10.0.0.1:3260";
+const RECVS: usize = 8;
+const RECV_LEN: usize = 28 + 48 + 8192;
+const SEND_OFF: usize = 0;
+const RECV_OFF: usize = 16 << 10;
+const DATA_OFF: usize = RECV_OFF + RECVS * RECV_LEN;
+const DATA_LEN: usize = 1 << 20;
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A bare iSER host: one command at a time.
+struct IserHost {
+    cm: <MemFabric as Fabric>::Cm,
+    conn: ConnId,
+    qp: <MemFabric as Fabric>::Qp,
+    cq: <MemFabric as Fabric>::Cq,
+    mr: <MemFabric as Fabric>::Mr,
+    mem: Arc<DmaMemory>,
+    cmd_sn: u32,
+    itt: u32,
+    _fabric: MemFabric,
+}
+
+impl IserHost {
+    fn connect(net: &MemNetwork, dev: &str, addr: SocketAddr) -> IserHost {
+        let fabric = net.device(dev);
+        let pd = fabric.alloc_pd().unwrap();
+        let mem = Arc::new(DmaMemory::new(DATA_OFF + DATA_LEN, false).unwrap());
+        let mr = fabric.register(&pd, mem.clone(), Access::ALL).unwrap();
+        let cq = fabric.create_cq(64).unwrap();
+        let mut cm = fabric.create_cm().unwrap();
+        let params = ConnectParams {
+            // Linux's iser: ZBVA not supported (byte 0), nothing else.
+            private_data: vec![0x80, 0, 0, 0],
+            responder_resources: 16,
+            initiator_depth: 0,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            resolve_timeout_ms: 2000,
+        };
+        let init = QpInit::<MemFabric> {
+            pd,
+            send_cq: cq.handle(),
+            recv_cq: cq.handle(),
+            srq: None,
+            caps: QpCaps {
+                max_send_wr: 16,
+                max_recv_wr: RECVS as u32,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            },
+        };
+        let conn = cm.connect(addr, params, init).unwrap();
+        let end = Instant::now() + TIMEOUT;
+        let qp = loop {
+            match cm.poll_event().unwrap() {
+                Some(CmEvent::Established {
+                    conn: c,
+                    qp: Some(qp),
+                    ..
+                }) if c == conn => break qp,
+                Some(CmEvent::Rejected { reason, .. }) => panic!("rejected: {reason}"),
+                Some(_) => {}
+                None if Instant::now() > end => panic!("CM connect timed out"),
+                None => std::thread::sleep(Duration::from_micros(200)),
+            }
+        };
+        let mut h = IserHost {
+            cm,
+            conn,
+            qp,
+            cq,
+            mr,
+            mem,
+            cmd_sn: 1,
+            itt: 1,
+            _fabric: fabric,
+        };
+        for i in 0..RECVS {
+            h.post_recv(i);
+        }
+        h
+    }
+
+    fn post_recv(&mut self, i: usize) {
+        let sge = self
+            .mr
+            .sge((RECV_OFF + i * RECV_LEN) as u64, RECV_LEN as u32)
+            .unwrap();
+        self.qp
+            .post_recv(&[RecvWr {
+                wr_id: WrId(1000 + i as u64),
+                sges: &[sge],
+            }])
+            .unwrap();
+    }
+
+    /// The host's buffer at `off` of the data area, as an iSER STag and VA.
+    fn buffer(&self, off: usize) -> RemoteBuffer {
+        RemoteBuffer {
+            stag: self.mr.rkey(),
+            va: self.mr.addr() + (DATA_OFF + off) as u64,
+        }
+    }
+
+    fn write_data(&self, off: usize, b: &[u8]) {
+        self.mem.write(DATA_OFF + off, b).unwrap();
+    }
+
+    fn read_data(&self, off: usize, len: usize) -> Vec<u8> {
+        let mut b = vec![0u8; len];
+        self.mem.read(DATA_OFF + off, &mut b).unwrap();
+        b
+    }
+
+    /// Sends `payload` and returns the next PDU the target sends (its header and data).
+    fn exchange(&mut self, payload: &[u8]) -> Result<(Pdu, Vec<u8>), String> {
+        self.mem.write(SEND_OFF, payload).unwrap();
+        let sge = self.mr.sge(SEND_OFF as u64, payload.len() as u32).unwrap();
+        self.qp
+            .post_send(&[SendWr {
+                wr_id: WrId(1),
+                op: SendOp::Send,
+                payload: Payload::Sges(&[sge]),
+                signaled: true,
+            }])
+            .map_err(|e| format!("{e:?}"))?;
+        let end = Instant::now() + TIMEOUT;
+        let mut comps: Vec<Completion> = Vec::new();
+        loop {
+            comps.clear();
+            self.cq.poll(&mut comps, 16).unwrap();
+            for c in &comps {
+                if c.status != WcStatus::Success {
+                    return Err(format!("completion {:?}: {:?}", c.wr_id, c.status));
+                }
+                if c.wr_id == WrId(1) {
+                    continue;
+                }
+                let i = (c.wr_id.0 - 1000) as usize;
+                let mut b = vec![0u8; c.byte_len as usize];
+                self.mem.read(RECV_OFF + i * RECV_LEN, &mut b).unwrap();
+                self.post_recv(i);
+                let s = split_send(&b, 1 << 20).map_err(|e| e.to_string())?;
+                let pdu = Pdu::parse(s.bhs.as_bytes()).map_err(|e| e.to_string())?;
+                return Ok((pdu, s.data.to_vec()));
+            }
+            if let Ok(Some(CmEvent::Disconnected { conn })) = self.cm.poll_event() {
+                if conn == self.conn {
+                    return Err("disconnected by the target".into());
+                }
+            }
+            if Instant::now() > end {
+                return Err("no answer".into());
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+
+    fn login(&mut self, csg: LoginStage, nsg: LoginStage, text: &[(&str, &str)]) -> Pdu {
+        let data: Vec<u8> = text
+            .iter()
+            .flat_map(|(k, v)| format!("{k}={v}\0").into_bytes())
+            .collect();
+        let r = LoginRequest {
+            transit: true,
+            cont: false,
+            csg,
+            nsg,
+            isid: [0x80, 0, 0x23, 0x3d, 0, 1],
+            itt: 0,
+            cmd_sn: self.cmd_sn,
+            data_segment_len: data.len() as u32,
+            ..Default::default()
+        };
+        let send = build_send(&IserHeader::default(), &r.to_bytes(), &[], &data);
+        self.exchange(&send).expect("login answer").0
+    }
+
+    fn log_in(&mut self) {
+        let Pdu::LoginResponse(r) = self.login(
+            LoginStage::Security,
+            LoginStage::Operational,
+            &[
+                ("InitiatorName", "iqn.1993-08.org.debian:01:e2e"),
+                ("SessionType", "Normal"),
+                ("TargetName", IQN),
+                ("AuthMethod", "None"),
+            ],
+        ) else {
+            panic!("not a login response")
+        };
+        assert!(r.status.is_success(), "{r:?}");
+        let Pdu::LoginResponse(r) = self.login(
+            LoginStage::Operational,
+            LoginStage::FullFeature,
+            &[
+                ("HeaderDigest", "None"),
+                ("DataDigest", "None"),
+                ("RDMAExtensions", "Yes"),
+                ("InitiatorRecvDataSegmentLength", "262144"),
+                ("TargetRecvDataSegmentLength", "8192"),
+                ("ImmediateData", "Yes"),
+                ("MaxBurstLength", "262144"),
+            ],
+        ) else {
+            panic!("not a login response")
+        };
+        assert!(r.status.is_success(), "{r:?}");
+        assert_eq!(r.nsg, LoginStage::FullFeature);
+    }
+
+    /// Runs `cdb` on LUN 0: data-in to `read` (offset, bytes), data-out from `write`.
+    fn scsi(
+        &mut self,
+        cdb: &[u8],
+        edtl: u32,
+        read: Option<usize>,
+        write: Option<usize>,
+    ) -> (ScsiResponse, Vec<u8>) {
+        let mut c16 = [0u8; 16];
+        c16[..cdb.len()].copy_from_slice(cdb);
+        let itt = self.itt;
+        self.itt += 1;
+        let cmd = ScsiCommand {
+            immediate: false,
+            final_pdu: true,
+            read: read.is_some(),
+            write: write.is_some(),
+            attr: TaskAttr::SIMPLE,
+            total_ahs_words: 0,
+            data_segment_len: 0,
+            lun: encode_lun(0).unwrap(),
+            itt,
+            expected_data_len: edtl,
+            cmd_sn: self.cmd_sn,
+            exp_stat_sn: 0,
+            cdb: c16,
+        };
+        self.cmd_sn += 1;
+        let hdr = IserHeader {
+            write: write.map(|o| self.buffer(o)),
+            read: read.map(|o| self.buffer(o)),
+        };
+        let (pdu, data) = self
+            .exchange(&build_send(&hdr, &cmd.to_bytes(), &[], &[]))
+            .expect("SCSI answer");
+        let Pdu::ScsiResponse(r) = pdu else {
+            panic!("not a SCSI Response: {pdu:?}")
+        };
+        assert_eq!(r.itt, itt);
+        (r, data)
+    }
+}
+
+fn sense(data: &[u8]) -> Sense {
+    Sense::parse(&data[2..]).expect("sense")
+}
+
+fn iser_rig() -> (MemNetwork, Target) {
+    let disks = mem_disks(4, 9 << 20);
+    let (members, _) = members_of(&disks, false);
+    let array = create_array(members);
+    let net = MemNetwork::new();
+    let mut spec = spec_for(
+        ADDR.parse().unwrap(),
+        array,
+        HostAccess::Any,
+        Limits::default(),
+    );
+    spec.iscsi = IscsiConfig {
+        listen: vec![PORTAL.parse().unwrap()],
+        targets: vec![IscsiTarget {
+            name: IQN.into(),
+            alias: None,
+            initiators: None,
+            luns: vec![IscsiLun {
+                lun: 0,
+                subsystem: Nqn::new(SUBNQN).unwrap(),
+                nsid: 1,
+            }],
+        }],
+    };
+    let target = Target::start(net.device("target0"), spec).expect("target start");
+    (net, target)
+}
+
+#[test]
+fn an_iser_host_logs_in_writes_reads_and_logs_out() {
+    let (net, target) = iser_rig();
+    let mut h = IserHost::connect(&net, "host1", PORTAL.parse().unwrap());
+    h.log_in();
+
+    // INQUIRY: raidline's identity, RDMA-written into the host's buffer.
+    let (r, _) = h.scsi(&[opcode::INQUIRY, 0, 0, 0, 96, 0], 96, Some(0), None);
+    assert_eq!(r.status, Status::GOOD);
+    assert_eq!(&h.read_data(8, 8), b"RAIDLINE");
+    // READ CAPACITY(16): the array's capacity in 4 KiB blocks.
+    let mut rc16 = [0u8; 16];
+    rc16[0] = opcode::SERVICE_ACTION_IN_16;
+    rc16[1] = 0x10;
+    rc16[13] = 32;
+    let (r, _) = h.scsi(&rc16, 32, Some(0), None);
+    assert_eq!(r.status, Status::GOOD);
+    let d = h.read_data(0, 32);
+    let last = u64::from_be_bytes(d[..8].try_into().unwrap());
+    let bs = u32::from_be_bytes(d[8..12].try_into().unwrap());
+    assert_eq!(bs, 4096);
+    assert!(last > 1000, "{last}");
+
+    // WRITE(10) of 64 KiB at LBA 100: fetched by RDMA READ; READ(10) it back.
+    let data = pattern(7, 64 << 10);
+    h.write_data(0, &data);
+    let (r, _) = h.scsi(
+        &[opcode::WRITE_10, 0x08, 0, 0, 0, 100, 0, 0, 16, 0],
+        64 << 10,
+        None,
+        Some(0),
+    );
+    assert_eq!(r.status, Status::GOOD, "{r:?}");
+    h.write_data(128 << 10, &[0u8; 64 << 10]);
+    let (r, _) = h.scsi(
+        &[opcode::READ_10, 0, 0, 0, 0, 100, 0, 0, 16, 0],
+        64 << 10,
+        Some(128 << 10),
+        None,
+    );
+    assert_eq!((r.status, r.residual_count), (Status::GOOD, 0));
+    assert_eq!(h.read_data(128 << 10, 64 << 10), data);
+    // The same data over NVMe/RDMA.
+    let mut c = raidline_initiator::Controller::connect(
+        net.device("host9"),
+        target.local_addrs()[0],
+        options(9),
+    )
+    .expect("nvme connect");
+    let ns = c.namespace(Nsid(1)).unwrap();
+    let mut back = vec![0u8; 64 << 10];
+    c.read(0, &ns, Lba(100), &mut back).expect("nvme read");
+    assert_eq!(back, data);
+
+    // SYNCHRONIZE CACHE, then UNMAP 8 blocks: they read back as zeroes.
+    let (r, _) = h.scsi(
+        &[opcode::SYNCHRONIZE_CACHE_10, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+        0,
+        None,
+        None,
+    );
+    assert_eq!(r.status, Status::GOOD);
+    let mut list = vec![0u8; 24];
+    list[1] = 22;
+    list[3] = 16;
+    list[8..16].copy_from_slice(&100u64.to_be_bytes());
+    list[16..20].copy_from_slice(&8u32.to_be_bytes());
+    h.write_data(256 << 10, &list);
+    let (r, _) = h.scsi(
+        &[opcode::UNMAP, 0, 0, 0, 0, 0, 0, 0, 24, 0],
+        24,
+        None,
+        Some(256 << 10),
+    );
+    assert_eq!(r.status, Status::GOOD, "{r:?}");
+    let (r, _) = h.scsi(
+        &[opcode::READ_10, 0, 0, 0, 0, 100, 0, 0, 16, 0],
+        64 << 10,
+        Some(128 << 10),
+        None,
+    );
+    assert_eq!(r.status, Status::GOOD);
+    let got = h.read_data(128 << 10, 64 << 10);
+    assert!(got[..32 << 10].iter().all(|&b| b == 0));
+    assert_eq!(got[32 << 10..], data[32 << 10..]);
+
+    // Past the end: LBA OUT OF RANGE, nothing moved.
+    let (r, d) = h.scsi(
+        &[opcode::READ_10, 0, 0x7f, 0, 0, 0, 0, 0, 1, 0],
+        4096,
+        Some(0),
+        None,
+    );
+    assert_eq!(r.status, Status::CHECK_CONDITION);
+    assert_eq!(sense(&d), Sense::lba_out_of_range());
+    // Zero-copy: the payload went from the host's buffer to the drives and back in pool
+    // buffers.
+    assert_eq!(copied(&target), 0);
+
+    // `raidline status` sees the session.
+    let sessions = target.shared().iscsi_sessions.lock().unwrap().len();
+    assert_eq!(sessions, 1);
+
+    // Logout: answered, then the target closes the connection.
+    let l = LogoutRequest {
+        immediate: true,
+        reason: LogoutReason::CLOSE_SESSION,
+        itt: 99,
+        cid: 0,
+        cmd_sn: h.cmd_sn,
+        exp_stat_sn: 0,
+    };
+    let (pdu, _) = h
+        .exchange(&build_send(&IserHeader::default(), &l.to_bytes(), &[], &[]))
+        .expect("logout answer");
+    assert!(matches!(pdu, Pdu::LogoutResponse(_)), "{pdu:?}");
+    assert!(eventually(Duration::from_secs(5), || target
+        .shared()
+        .iscsi_sessions
+        .lock()
+        .unwrap()
+        .is_empty()));
+}
+
+#[test]
+fn a_login_to_an_unknown_target_is_refused_and_closed() {
+    let (net, _target) = iser_rig();
+    let mut h = IserHost::connect(&net, "host1", PORTAL.parse().unwrap());
+    let Pdu::LoginResponse(r) = h.login(
+        LoginStage::Security,
+        LoginStage::Operational,
+        &[
+            ("InitiatorName", "iqn.1993-08.org.debian:01:e2e"),
+            ("SessionType", "Normal"),
+            ("TargetName", "iqn.2026-12.io.raidline:nope"),
+            ("AuthMethod", "None"),
+        ],
+    ) else {
+        panic!("not a login response")
+    };
+    assert_eq!((r.status.class(), r.status.detail()), (2, 3), "not found");
+    // The connection closes after the answer.
+    let end = Instant::now() + TIMEOUT;
+    loop {
+        if let Ok(Some(CmEvent::Disconnected { .. })) = h.cm.poll_event() {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "the target kept a failed login's connection"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
