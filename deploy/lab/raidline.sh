@@ -5,7 +5,8 @@
 #   raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N] [--cc-rate MBPS]
 #                     [--io-path ring|workers] [--ram-dev DEV --ram-nqn NQN]
 #                     [--members "DEV ..."] [--overwrite "DEV ..."] [--hosts "NQN ..."]
-#                     [--append FILE] [--iscsi IQN] [--expect-refused]
+#                     [--append FILE] [--iscsi IQN] [--iscsi-chap "USER SECRET [MUSER MSECRET]"]
+#                     [--expect-refused]
 #       write $LAB_RUN/raidline.toml (array over all $LAB_DRIVES drives or --members, assume_clean at
 #       creation, allow any host; --cc-rate: every I/O queue pair paced by the `fixed`
 #       algorithm at MBPS megabits per second; --io-path: the daemon's io_path; --ram-dev: a
@@ -13,7 +14,9 @@
 #       target path alone; --overwrite: the array's `overwrite`, devices whose foreign data a
 #       new array may overwrite; --hosts: only these host NQNs, instead of any host; --append: a
 #       TOML fragment added to the main subsystem, e.g. its [[subsystem.auth]] entries; --iscsi:
-#       the same namespace also as LUN 0 of iSCSI target IQN on an iSER portal at $addr:3260), start
+#       the same namespace also as LUN 0 of iSCSI target IQN on an iSER portal at $addr:3260;
+#       --iscsi-chap: its sessions must prove USER's SECRET, and MUSER/MSECRET answer mutual
+#       CHAP), start
 #       `raidline run` in the background (log:
 #       $LAB_RUN/raidline.log, appended across restarts) and wait until it logs "ready"
 #       (with --expect-refused: ready with the array NOT STARTED)
@@ -36,7 +39,7 @@ die() { echo "raidline.sh: error: $*" >&2; exit 2; }
 action=$1; shift
 addr=${LAB_IP:-} nqn=nqn.2026-11.io.raidline:array0 chunk=64 cores=1 cc_rate="" out=$LAB_RUN/raidline.toml
 io_path=ring ram_dev="" ram_nqn=nqn.2026-11.io.raidline:ram members="" overwrite="" refused=0
-hosts="" append="" iscsi=""
+hosts="" append="" iscsi="" iscsi_chap=""
 bin=${RAIDLINE_BIN:-$lab/../../build/release/raidline}
 if [ "$action" = cli ]; then
   exec "$bin" "$@" --socket /run/raidline/raidline.sock
@@ -49,7 +52,7 @@ $usage"
     --addr) addr=$2 ;; --nqn) nqn=$2 ;; --chunk) chunk=$2 ;; --bin) bin=$2 ;; --cores) cores=$2 ;; --cc-rate) cc_rate=$2 ;; --out) out=$2 ;;
     --io-path) io_path=$2 ;; --ram-dev) ram_dev=$2 ;; --ram-nqn) ram_nqn=$2 ;;
     --members) members=$2 ;; --overwrite) overwrite=$2 ;;
-    --hosts) hosts=$2 ;; --append) append=$2 ;; --iscsi) iscsi=$2 ;;
+    --hosts) hosts=$2 ;; --append) append=$2 ;; --iscsi) iscsi=$2 ;; --iscsi-chap) iscsi_chap=$2 ;;
     *) die "unknown option $1
 $usage" ;;
   esac
@@ -124,6 +127,13 @@ CONF
   if [ -n "$iscsi" ]; then
     printf '\n[iscsi]\nlisten = ["%s:3260"]\n\n[[iscsi.target]]\nname = "%s"\n\n[[iscsi.target.lun]]\nlun = 0\nsubsystem = "%s"\nnsid = 1\n' \
       "$addr" "$iscsi" "$nqn" >> "$path"
+    if [ -n "$iscsi_chap" ]; then
+      local c
+      read -r -a c <<< "$iscsi_chap"
+      printf '\n[iscsi.target.chap]\nuser = "%s"\nsecret = "%s"\n' "${c[0]}" "${c[1]}" >> "$path"
+      [ "${#c[@]}" -lt 4 ] ||
+        printf 'mutual_user = "%s"\nmutual_secret = "%s"\n' "${c[2]}" "${c[3]}" >> "$path"
+    fi
   fi
   if [ -n "$cc_rate" ]; then
     printf '\n[cc]\nalgorithm = "fixed"\n[cc.params]\nrate_mbps = %s\n' "$cc_rate" >> "$path"

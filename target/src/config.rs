@@ -133,6 +133,21 @@ struct RawIscsiTarget {
     initiators: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default, rename = "lun")]
     luns: Vec<RawLun>,
+    #[serde(default)]
+    chap: Option<RawChap>,
+}
+
+/// `[iscsi.target.chap]`: the secret normal sessions must prove, and the target's own for
+/// mutual CHAP.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawChap {
+    user: Spanned<String>,
+    secret: Option<Spanned<String>>,
+    secret_file: Option<Spanned<PathBuf>>,
+    mutual_user: Option<Spanned<String>>,
+    mutual_secret: Option<Spanned<String>>,
+    mutual_secret_file: Option<Spanned<PathBuf>>,
 }
 
 /// `[[iscsi.target.lun]]`: a namespace of a configured subsystem as a LUN.
@@ -355,6 +370,8 @@ pub struct IscsiTarget {
     pub initiators: Option<Vec<String>>,
     /// Its LUNs, ascending.
     pub luns: Vec<IscsiLun>,
+    /// CHAP required of its sessions (`None`: none).
+    pub chap: Option<raidline_scsi::iscsi::chap::ChapConfig>,
 }
 
 /// A LUN: a namespace of a configured subsystem.
@@ -1023,14 +1040,110 @@ fn iscsi_config(
             );
         }
         luns.sort_by_key(|l| l.lun);
+        let chap = match &t.chap {
+            None => None,
+            Some(c) => Some(chap_config(cx, &name, c)?),
+        };
         targets.push(IscsiTarget {
             name,
             alias: t.alias.clone(),
             initiators,
             luns,
+            chap,
         });
     }
     Ok(IscsiConfig { listen, targets })
+}
+
+/// One CHAP secret: inline or from a file readable by its owner only; 12 to 255 bytes.
+fn chap_secret(
+    cx: &Ctx<'_>,
+    target: &str,
+    key: &str,
+    inline: &Option<Spanned<String>>,
+    file: &Option<Spanned<PathBuf>>,
+) -> Result<Option<zeroize::Zeroizing<Vec<u8>>>, ConfigError> {
+    use raidline_scsi::iscsi::chap::{MAX_SECRET_LEN, MIN_SECRET_LEN};
+    let (text, span) = match (inline, file) {
+        (None, None) => return Ok(None),
+        (Some(_), Some(f)) => {
+            return cx.err(
+                f.span(),
+                format!("{target}: give {key} or {key}_file, not both"),
+            )
+        }
+        (Some(t), None) => (zeroize::Zeroizing::new(t.get_ref().clone()), t.span()),
+        (None, Some(f)) => (read_secret_file(cx, f.get_ref(), f.span())?, f.span()),
+    };
+    // A file's trailing newline is not part of the secret.
+    let s = text.trim_end_matches(['\n', '\r']);
+    if !(MIN_SECRET_LEN..=MAX_SECRET_LEN).contains(&s.len()) {
+        return cx.err(
+            span,
+            format!(
+                "{target}: {key} is {} bytes; CHAP secrets are {MIN_SECRET_LEN} to {MAX_SECRET_LEN} bytes (RFC 7143: at least 96 bits)",
+                s.len()
+            ),
+        );
+    }
+    Ok(Some(zeroize::Zeroizing::new(s.as_bytes().to_vec())))
+}
+
+fn chap_config(
+    cx: &Ctx<'_>,
+    target: &str,
+    c: &RawChap,
+) -> Result<raidline_scsi::iscsi::chap::ChapConfig, ConfigError> {
+    use raidline_scsi::iscsi::chap::{ChapAccount, ChapConfig};
+    let user = c.user.get_ref().clone();
+    if user.is_empty() {
+        return cx.err(c.user.span(), format!("{target}: chap.user is empty"));
+    }
+    let Some(secret) = chap_secret(cx, target, "secret", &c.secret, &c.secret_file)? else {
+        return cx.err(
+            c.user.span(),
+            format!("{target}: chap needs secret or secret_file"),
+        );
+    };
+    let mutual = chap_secret(
+        cx,
+        target,
+        "mutual_secret",
+        &c.mutual_secret,
+        &c.mutual_secret_file,
+    )?;
+    let target_account = match (&c.mutual_user, mutual) {
+        (None, None) => None,
+        (Some(u), Some(s)) => {
+            // The same secret both ways would let one side's answer serve as the other's.
+            if *s == *secret {
+                return cx.err(
+                    u.span(),
+                    format!("{target}: mutual_secret must differ from secret (RFC 7143 §12.1.3)"),
+                );
+            }
+            Some(ChapAccount {
+                user: u.get_ref().clone(),
+                secret: s,
+            })
+        }
+        (Some(u), None) => {
+            return cx.err(
+                u.span(),
+                format!("{target}: mutual_user needs mutual_secret or mutual_secret_file"),
+            )
+        }
+        (None, Some(_)) => {
+            return cx.err(
+                c.user.span(),
+                format!("{target}: mutual_secret needs mutual_user"),
+            )
+        }
+    };
+    Ok(ChapConfig {
+        initiator: ChapAccount { user, secret },
+        target: target_account,
+    })
 }
 
 fn transport_limits(cx: &Ctx<'_>, t: &RawTransport) -> Result<Limits, ConfigError> {

@@ -370,3 +370,64 @@ fn iscsi_mistakes_are_named() {
     assert!(iscsi_name_ok("naa.52004567ba64678d"));
     assert!(!iscsi_name_ok("eui.0200"));
 }
+
+#[test]
+fn iscsi_chap_secrets() {
+    let with = |chap: &str| {
+        format!(
+            "{ISCSI_BASE}\n[iscsi]\nlisten = [\"0.0.0.0:3260\"]\n\n[[iscsi.target]]\nname = \"iqn.2026-12.io.raidline:t\"\n\n[[iscsi.target.lun]]\nlun = 0\nsubsystem = \"nqn.2026-11.io.raidline:a\"\nnsid = 1\n\n[iscsi.target.chap]\n{chap}"
+        )
+    };
+    let c = Config::parse(
+        &with("user = \"host1\"\nsecret = \"initiator-secret\"\nmutual_user = \"array0\"\nmutual_secret = \"target-secret-12\"\n"),
+        "t",
+    )
+    .unwrap();
+    let chap = c.iscsi.targets[0].chap.as_ref().unwrap();
+    assert_eq!(chap.initiator.user, "host1");
+    assert_eq!(chap.initiator.secret.as_slice(), b"initiator-secret");
+    assert_eq!(chap.target.as_ref().unwrap().user, "array0");
+    // Secrets stay out of the debug output the daemon might log.
+    assert!(!format!("{c:?}").contains("initiator-secret"));
+    for (text, want) in [
+        ("user = \"h\"\nsecret = \"short\"\n", "12 to 255 bytes"),
+        ("user = \"h\"\n", "needs secret"),
+        (
+            "user = \"h\"\nsecret = \"same-secret-12\"\nmutual_user = \"t\"\nmutual_secret = \"same-secret-12\"\n",
+            "must differ",
+        ),
+        (
+            "user = \"h\"\nsecret = \"initiator-secret\"\nmutual_user = \"t\"\n",
+            "needs mutual_secret",
+        ),
+    ] {
+        let (_, _, m) = invalid(&with(text));
+        assert!(m.contains(want), "{m} (want {want})");
+    }
+    // A secret file others can read is refused.
+    let dir = std::env::temp_dir().join(format!("raidline-chap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("chap.secret");
+    std::fs::write(&f, "file-secret-1234\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let text = with(&format!(
+        "user = \"h\"\nsecret_file = \"{}\"\n",
+        f.display()
+    ));
+    let (_, _, m) = invalid(&text);
+    assert!(m.contains("chmod 600"), "{m}");
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let c = Config::parse(&text, "t").unwrap();
+    assert_eq!(
+        c.iscsi.targets[0]
+            .chap
+            .as_ref()
+            .unwrap()
+            .initiator
+            .secret
+            .as_slice(),
+        b"file-secret-1234"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

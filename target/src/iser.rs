@@ -159,9 +159,14 @@ pub struct IserConn {
 }
 
 impl IserConn {
-    /// A new connection; `tsih` is what its session is called if the login succeeds.
-    pub fn new(config: Arc<LoginConfig>, tsih: NonZeroU16) -> IserConn {
-        let login = Login::new((*config).clone(), tsih);
+    /// A new connection; `tsih` is what its session is called if the login succeeds; `nonce`
+    /// is random (the CHAP identifier and challenge, from a CSPRNG).
+    pub fn new(
+        config: Arc<LoginConfig>,
+        tsih: NonZeroU16,
+        nonce: [u8; raidline_scsi::iscsi::chap::NONCE_LEN],
+    ) -> IserConn {
+        let login = Login::new((*config).clone(), tsih, nonce);
         let text = TextAssembler::new(config.max_text_len);
         IserConn {
             config,

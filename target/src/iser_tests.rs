@@ -123,7 +123,7 @@ fn sent(actions: &[Action]) -> Vec<(Pdu, Vec<u8>)> {
 /// A connection in full-feature phase of a normal session, as open-iscsi's iser logs in.
 fn logged_in(session_type: &str) -> (IserConn, OneLun) {
     let u = units();
-    let mut c = IserConn::new(config(), NonZeroU16::new(3).unwrap());
+    let mut c = IserConn::new(config(), NonZeroU16::new(3).unwrap(), [5; 17]);
     assert_eq!(c.recv_len(), 28 + 48 + 8192);
     let mut out = Vec::new();
     let mut first = vec![
@@ -782,7 +782,7 @@ fn nop_logout_and_discovery() {
 #[test]
 fn a_failed_login_closes_and_a_closed_connection_is_silent() {
     let u = units();
-    let mut c = IserConn::new(config(), NonZeroU16::new(3).unwrap());
+    let mut c = IserConn::new(config(), NonZeroU16::new(3).unwrap(), [5; 17]);
     let mut out = Vec::new();
     let first = text(&[
         ("InitiatorName", INITIATOR),

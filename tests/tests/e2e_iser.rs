@@ -190,6 +190,16 @@ impl IserHost {
     }
 
     fn login(&mut self, csg: LoginStage, nsg: LoginStage, text: &[(&str, &str)]) -> Pdu {
+        self.login_with_answer(csg, nsg, text).0
+    }
+
+    /// A Login Request; the response and its key=value answers.
+    fn login_with_answer(
+        &mut self,
+        csg: LoginStage,
+        nsg: LoginStage,
+        text: &[(&str, &str)],
+    ) -> (Pdu, Vec<(String, String)>) {
         let data: Vec<u8> = text
             .iter()
             .flat_map(|(k, v)| format!("{k}={v}\0").into_bytes())
@@ -206,7 +216,13 @@ impl IserHost {
             ..Default::default()
         };
         let send = build_send(&IserHeader::default(), &r.to_bytes(), &[], &data);
-        self.exchange(&send).expect("login answer").0
+        let (pdu, data) = self.exchange(&send).expect("login answer");
+        let answers = raidline_scsi::iscsi::text::parse_text(&data, 8192)
+            .expect("login text")
+            .into_iter()
+            .map(|kv| (kv.key, kv.value))
+            .collect();
+        (pdu, answers)
     }
 
     fn log_in(&mut self) {
@@ -290,6 +306,10 @@ fn sense(data: &[u8]) -> Sense {
 }
 
 fn iser_rig() -> (MemNetwork, Target) {
+    iser_rig_with(None)
+}
+
+fn iser_rig_with(chap: Option<raidline_scsi::iscsi::chap::ChapConfig>) -> (MemNetwork, Target) {
     let disks = mem_disks(4, 9 << 20);
     let (members, _) = members_of(&disks, false);
     let array = create_array(members);
@@ -311,6 +331,7 @@ fn iser_rig() -> (MemNetwork, Target) {
                 subsystem: Nqn::new(SUBNQN).unwrap(),
                 nsid: 1,
             }],
+            chap,
         }],
     };
     let target = Target::start(net.device("target0"), spec).expect("target start");
@@ -469,5 +490,74 @@ fn a_login_to_an_unknown_target_is_refused_and_closed() {
             "the target kept a failed login's connection"
         );
         std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn chap_is_required_and_checked_both_ways() {
+    use raidline_scsi::iscsi::chap::{decode_binary, encode_hex, ChapAccount, ChapAlg, ChapConfig};
+    let account = |u: &str, s: &[u8]| ChapAccount {
+        user: u.into(),
+        secret: zeroize::Zeroizing::new(s.to_vec()),
+    };
+    let (net, _target) = iser_rig_with(Some(ChapConfig {
+        initiator: account("host1", b"initiator-secret"),
+        target: Some(account("array0", b"target-secret-12")),
+    }));
+    let first = [
+        ("InitiatorName", "iqn.1993-08.org.debian:01:e2e"),
+        ("SessionType", "Normal"),
+        ("TargetName", IQN),
+        ("AuthMethod", "CHAP,None"),
+    ];
+    let get = |a: &[(String, String)], k: &str| {
+        a.iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    for (secret, ok) in [
+        (&b"wrong-secret-12"[..], false),
+        (&b"initiator-secret"[..], true),
+    ] {
+        let mut h = IserHost::connect(&net, "host1", PORTAL.parse().unwrap());
+        let (_, a) = h.login_with_answer(LoginStage::Security, LoginStage::Operational, &first);
+        assert_eq!(get(&a, "AuthMethod"), "CHAP");
+        let (_, a) = h.login_with_answer(
+            LoginStage::Security,
+            LoginStage::Operational,
+            &[("CHAP_A", "5")],
+        );
+        assert_eq!(get(&a, "CHAP_A"), "5");
+        let id: u8 = get(&a, "CHAP_I").parse().unwrap();
+        let c = decode_binary(&get(&a, "CHAP_C")).unwrap();
+        let r = encode_hex(&ChapAlg::Md5.response(id, secret, &c));
+        let mine = [0x5au8; 16];
+        let (pdu, a) = h.login_with_answer(
+            LoginStage::Security,
+            LoginStage::Operational,
+            &[
+                ("CHAP_N", "host1"),
+                ("CHAP_R", &r),
+                ("CHAP_I", "9"),
+                ("CHAP_C", &encode_hex(&mine)),
+            ],
+        );
+        let Pdu::LoginResponse(resp) = pdu else {
+            panic!("not a login response")
+        };
+        if ok {
+            assert!(resp.status.is_success() && resp.transit, "{resp:?}");
+            // Mutual: the target knows its own secret.
+            assert_eq!(get(&a, "CHAP_N"), "array0");
+            let want = ChapAlg::Md5.response(9, b"target-secret-12", &mine);
+            assert_eq!(decode_binary(&get(&a, "CHAP_R")).unwrap(), want);
+        } else {
+            assert_eq!(
+                (resp.status.class(), resp.status.detail()),
+                (2, 1),
+                "authentication failure"
+            );
+        }
     }
 }

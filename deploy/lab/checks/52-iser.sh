@@ -15,7 +15,9 @@
 #     file is intact;
 #  5. a member fails (`raidline array fail`) under I/O: the host's reads and writes go on and
 #     the files are still equal;
-#  6. logout removes the disk, raidline stops cleanly (no ERROR in its log);
+#  6. logout removes the disk; raidline restarted with CHAP refuses a wrong secret and no CHAP,
+#     and takes mutual CHAP (open-iscsi's username/password and username_in/password_in);
+#     raidline stops cleanly (no ERROR in its log);
 #  7. LIO with ib_isert serves md RAID-5 on the same drives to the same host: the same fio jobs,
 #     rows kernel-md5-iser, and a side-by-side table.
 set -euo pipefail
@@ -127,6 +129,29 @@ umount /mnt/rl
 lab_iser_logout "$iqn"
 for _ in $(seq 50); do [ -b "$dev" ] || break; sleep 0.1; done
 [ ! -b "$dev" ] || lab_fail "$dev still present after logout"
+
+lab_log "CHAP: raidline restarted with a CHAP secret and its own for mutual CHAP"
+rl stop
+rl start --addr "$LAB_IP" --iscsi "$iqn" --iscsi-chap "host1 initiator-secret array0 target-secret-12"
+dev=$(LAB_ISER_CHAP="host1 initiator-secret array0 target-secret-12" lab_iser_login "$LAB_IP" "$iqn" 60)
+mount -o ro "$dev" /mnt/rl
+(cd /mnt/rl/data && sha256sum -c --quiet "$out/files.sha256") || lab_fail "checksums over a CHAP session"
+umount /mnt/rl
+lab_iser_logout "$iqn"
+# The refusals last: open-iscsi may keep retrying a refused node in the background.
+if LAB_ISER_CHAP="host1 wrong-secret-123" lab_iser_login "$LAB_IP" "$iqn" 10 > /dev/null 2> "$out/chap-wrong.txt"; then
+  lab_fail "a login with the wrong CHAP secret was let in"
+fi
+grep -q "authorization failure" "$out/chap-wrong.txt" || { cat "$out/chap-wrong.txt"; lab_fail "a wrong CHAP secret was not refused as an authorization failure"; }
+iscsiadm -m node -T "$iqn" -u > /dev/null 2>&1 || true
+iscsiadm -m node -T "$iqn" -o delete 2> /dev/null || true
+if lab_iser_login "$LAB_IP" "$iqn" 10 > /dev/null 2> "$out/chap-none.txt"; then
+  lab_fail "a login without CHAP was let in"
+fi
+grep -q "authorization failure" "$out/chap-none.txt" || { cat "$out/chap-none.txt"; lab_fail "a login without CHAP was not refused as an authorization failure"; }
+iscsiadm -m node -T "$iqn" -u > /dev/null 2>&1 || true
+iscsiadm -m node -T "$iqn" -o delete 2> /dev/null || true
+lab_log "CHAP: mutual CHAP logged in (the files equal); a wrong secret and no CHAP refused"
 trap - EXIT
 rl stop
 grep -E "iSER|iSCSI" "$LAB_RUN/raidline.log" | tail -4 >&2 || true

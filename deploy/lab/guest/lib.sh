@@ -103,7 +103,8 @@ lab_wait() {
 # lab_iser_login ADDR[:PORT] IQN [WAIT_SECS]: open-iscsi's iSER host (ib_iser) discovers the
 # targets at ADDR (SendTargets over iSER), checks IQN is listed, logs in to it and prints the
 # SCSI disk it attached (/dev/sdX), waiting up to WAIT_SECS (default 30) for it. Starts iscsid
-# first when it is not running (the guest has no systemd to start it).
+# first when it is not running (the guest has no systemd to start it). With
+# LAB_ISER_CHAP="USER SECRET [MUSER MSECRET]" the node logs in with CHAP (mutual with MUSER).
 lab_iser_login() {
   local portal=$1 iqn=$2 wait_s=${3:-30} out dev i
   [[ "$portal" == *:* ]] || portal=$portal:3260
@@ -115,6 +116,17 @@ lab_iser_login() {
     { lab_fail "iSER discovery at $portal: $out"; return 1; }
   echo "$out" >&2
   grep -q " $iqn\$" <<< "$out" || { lab_fail "discovery at $portal does not list $iqn"; return 1; }
+  if [ -n "${LAB_ISER_CHAP:-}" ]; then
+    local c k v
+    read -r -a c <<< "$LAB_ISER_CHAP"
+    for kv in authmethod=CHAP "username=${c[0]}" "password=${c[1]}" ${c[2]:+"username_in=${c[2]}"} \
+      ${c[3]:+"password_in=${c[3]}"}; do
+      k=${kv%%=*} v=${kv#*=}
+      iscsiadm -m node -T "$iqn" -p "$portal" -I iser -o update -n "node.session.auth.$k" -v "$v" ||
+        { lab_fail "iscsiadm: cannot set node.session.auth.$k"; return 1; }
+    done
+    lab_log "CHAP as ${c[0]}${c[2]:+, mutual with ${c[2]}}"
+  fi
   lab_log "iscsiadm -m node -T $iqn -p $portal -I iser --login"
   out=$(iscsiadm -m node -T "$iqn" -p "$portal" -I iser --login 2>&1) ||
     { lab_fail "iSER login to $iqn at $portal: $out"; return 1; }

@@ -28,7 +28,7 @@ fuzz_target!(|data: &[u8]| {
         vec![TargetConfig::new("iqn.2024-01.org.raidline:t")],
         cfg & 1 != 0,
     );
-    let mut login = Login::new(config, NonZeroU16::MIN);
+    let mut login = Login::new(config, NonZeroU16::MIN, [7; 17]);
     while rest.len() >= 49 {
         let (head, tail) = rest.split_at(48);
         let len = usize::from(tail[0]).min(tail.len() - 1);

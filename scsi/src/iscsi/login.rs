@@ -16,7 +16,14 @@
 //!   ISID, TSIH or CID, or an AuthMethod outside the security stage are 0x0200;
 //! - a non-zero TSIH in the first request (adding a connection to a session) is 0x020a: one
 //!   connection per session (MaxConnections=1);
-//! - AuthMethod must offer None (else 0x0201); CHAP is not implemented yet;
+//! - a normal session to a target with [`TargetConfig::chap`](super::negotiate::TargetConfig)
+//!   must offer `AuthMethod=CHAP` and prove its secret: `CHAP_A` from its list (the strongest
+//!   of SHA3-256, SHA-256, SHA-1, MD5) with the target's `CHAP_I` and `CHAP_C`, then its
+//!   `CHAP_N` and `CHAP_R`; with its own `CHAP_I`/`CHAP_C` the target proves its secret back
+//!   (mutual CHAP, refused when the target has no secret of its own or the initiator returns
+//!   the target's own challenge). Until then the target agrees to no transition out of the
+//!   security stage; any failure is 0x0201. Other sessions must offer AuthMethod None (else
+//!   0x0201);
 //! - a PDU with C gets an empty response until the text is complete;
 //! - the target always agrees to a transition the initiator asks for (it never needs another
 //!   round), including security straight to full feature (RFC 7143 §6.3 allows it);
@@ -32,6 +39,7 @@ use std::num::NonZeroU16;
 use crate::bytes::{be16, be32};
 
 use super::bhs::{Bhs, Opcode};
+use super::chap::{decode_binary, encode_hex, ChapAlg, ChapConfig, NONCE_LEN};
 use super::negotiate::{
     is_login_key, LoginConfig, Negotiation, SessionParams, SessionType, NOT_UNDERSTOOD,
 };
@@ -116,6 +124,22 @@ pub struct Login {
     negotiation: Option<Negotiation>,
     stat_sn: Option<u32>,
     tpgt_sent: bool,
+    /// The caller's random bytes for a CHAP challenge: identifier, then challenge.
+    nonce: [u8; NONCE_LEN],
+    chap: Chap,
+}
+
+/// Where a CHAP exchange stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Chap {
+    /// Not asked for (yet).
+    Idle,
+    /// AuthMethod=CHAP answered; `CHAP_A` expected.
+    Offered,
+    /// The challenge went out; the initiator's response is expected.
+    Challenged(ChapAlg),
+    /// The initiator proved its secret.
+    Done,
 }
 
 /// The current iSCSI version (RFC 7143 §11.12.4).
@@ -123,8 +147,9 @@ pub const ISCSI_VERSION: u8 = 0x00;
 
 impl Login {
     /// A login on a new connection; `tsih` is the TSIH the session gets if the login
-    /// creates one.
-    pub fn new(config: LoginConfig, tsih: NonZeroU16) -> Login {
+    /// creates one; `nonce` is random (the CHAP identifier and challenge, from the caller's
+    /// CSPRNG).
+    pub fn new(config: LoginConfig, tsih: NonZeroU16, nonce: [u8; NONCE_LEN]) -> Login {
         let assembler = TextAssembler::new(config.max_text_len);
         Login {
             config,
@@ -136,6 +161,8 @@ impl Login {
             negotiation: None,
             stat_sn: None,
             tpgt_sent: false,
+            nonce,
+            chap: Chap::Idle,
         }
     }
 
@@ -233,25 +260,41 @@ impl Login {
                 id.clone()
             }
         };
-        let Some(negotiation) = self.negotiation.as_mut() else {
-            return Err(LoginStatus::TARGET_ERROR);
-        };
-
         // Security keys, answered here; the rest by the negotiation.
+        let chap_cfg = identity
+            .target_name
+            .as_deref()
+            .and_then(|n| self.config.target(n))
+            .and_then(|t| t.chap.clone());
         let mut login_answers = Vec::new();
         for kv in pairs.iter().filter(|kv| is_login_key(&kv.key)) {
             if kv.key == "AuthMethod" {
                 if current != LoginStage::Security {
                     return Err(LoginStatus::INITIATOR_ERROR);
                 }
-                if !kv.value.split(',').any(|m| m == "None") {
+                let want = if chap_cfg.is_some() { "CHAP" } else { "None" };
+                if !kv.value.split(',').any(|m| m == want) {
                     return Err(LoginStatus::AUTHENTICATION_FAILURE);
                 }
-                login_answers.push(KeyValue::new("AuthMethod", "None"));
-            } else if kv.key.starts_with("CHAP_") {
+                if chap_cfg.is_some() && self.chap == Chap::Idle {
+                    self.chap = Chap::Offered;
+                }
+                login_answers.push(KeyValue::new("AuthMethod", want));
+            } else if kv.key.starts_with("CHAP_") && chap_cfg.is_none() {
                 login_answers.push(KeyValue::new(kv.key.clone(), NOT_UNDERSTOOD));
             }
         }
+        let mut chap_answers = Vec::new();
+        if let Some(cfg) = &chap_cfg {
+            // CHAP must be done before the security stage is left (or skipped).
+            if current != LoginStage::Security && self.chap != Chap::Done {
+                return Err(LoginStatus::AUTHENTICATION_FAILURE);
+            }
+            self.chap_step(cfg, &pairs, &mut chap_answers)?;
+        }
+        let Some(negotiation) = self.negotiation.as_mut() else {
+            return Err(LoginStatus::TARGET_ERROR);
+        };
         let negotiated = negotiation.answer(&pairs).map_err(|f| f.login_status())?;
         let mut answers: Vec<KeyValue> = pairs
             .iter()
@@ -263,6 +306,9 @@ impl Login {
                     .cloned()
             })
             .collect();
+        answers.extend(chap_answers);
+        // The target agrees to leave the security stage only once CHAP is done.
+        let transit = req.transit && (chap_cfg.is_none() || self.chap == Chap::Done);
 
         if identity.session_type == SessionType::Normal && !self.tpgt_sent {
             self.tpgt_sent = true;
@@ -279,13 +325,13 @@ impl Login {
                 answers.push(KeyValue::new("TargetAlias", alias));
             }
         }
-        let to_ffp = req.transit && req.nsg == LoginStage::FullFeature;
+        let to_ffp = transit && req.nsg == LoginStage::FullFeature;
         if current == LoginStage::Operational || to_ffp {
             answers.extend(negotiation.declarations());
         }
         let data = emit_text(&answers);
 
-        if !req.transit {
+        if !transit {
             return Ok(self.respond(req, false, LoginStage::Security, data));
         }
         if !to_ffp {
@@ -310,6 +356,66 @@ impl Login {
             next_stat_sn: step.response.stat_sn.wrapping_add(1),
         }));
         Ok(step)
+    }
+
+    /// The CHAP keys of one request, answered into `out` (RFC 7143 §12.1.3).
+    fn chap_step(
+        &mut self,
+        cfg: &ChapConfig,
+        pairs: &[KeyValue],
+        out: &mut Vec<KeyValue>,
+    ) -> Result<(), LoginStatus> {
+        let fail = LoginStatus::AUTHENTICATION_FAILURE;
+        let (id, challenge) = (self.nonce[0], &self.nonce[1..]);
+        match self.chap.clone() {
+            Chap::Offered => {
+                let Some(list) = get(pairs, "CHAP_A") else {
+                    return Ok(());
+                };
+                let alg = ChapAlg::choose(list).ok_or(fail)?;
+                out.push(KeyValue::new("CHAP_A", alg.code().to_string()));
+                out.push(KeyValue::new("CHAP_I", id.to_string()));
+                out.push(KeyValue::new("CHAP_C", encode_hex(challenge)));
+                self.chap = Chap::Challenged(alg);
+            }
+            Chap::Challenged(alg) => {
+                let (Some(name), Some(r)) = (get(pairs, "CHAP_N"), get(pairs, "CHAP_R")) else {
+                    return Err(fail);
+                };
+                let r = decode_binary(r).ok_or(fail)?;
+                if name != cfg.initiator.user
+                    || !alg.verify(id, &cfg.initiator.secret, challenge, &r)
+                {
+                    return Err(fail);
+                }
+                // Mutual: the initiator's own challenge, answered with the target's secret.
+                match (get(pairs, "CHAP_I"), get(pairs, "CHAP_C")) {
+                    (None, None) => {}
+                    (Some(i), Some(c)) => {
+                        let target = cfg.target.as_ref().ok_or(fail)?;
+                        let i: u8 = i.parse().map_err(|_| fail)?;
+                        let c = decode_binary(c).ok_or(fail)?;
+                        // A reflected challenge would make the target answer its own.
+                        if c.is_empty() || c == challenge {
+                            return Err(fail);
+                        }
+                        out.push(KeyValue::new("CHAP_N", target.user.clone()));
+                        out.push(KeyValue::new(
+                            "CHAP_R",
+                            encode_hex(&alg.response(i, &target.secret, &c)),
+                        ));
+                    }
+                    _ => return Err(fail),
+                }
+                self.chap = Chap::Done;
+            }
+            Chap::Idle | Chap::Done => {
+                if pairs.iter().any(|kv| kv.key.starts_with("CHAP_")) {
+                    return Err(fail);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Who logs in to what, from the first complete text.

@@ -24,7 +24,7 @@ fn config(iser: bool) -> LoginConfig {
 }
 
 fn login(iser: bool) -> Login {
-    Login::new(config(iser), NonZeroU16::new(7).unwrap())
+    Login::new(config(iser), NonZeroU16::new(7).unwrap(), [9; 17])
 }
 
 fn req(csg: LoginStage, nsg: LoginStage, transit: bool, cont: bool) -> LoginRequest {
@@ -483,7 +483,7 @@ fn chap_keys_are_not_understood() {
 fn text_limit() {
     let mut c = config(false);
     c.max_text_len = 16;
-    let mut l = Login::new(c, NonZeroU16::new(1).unwrap());
+    let mut l = Login::new(c, NonZeroU16::new(1).unwrap(), [9; 17]);
     let s = l.on_request(&req(SEC, OP, false, true), &first_text());
     assert_eq!(s.response.status, LoginStatus::INITIATOR_ERROR);
 }
@@ -519,4 +519,160 @@ mod props {
             }
         }
     }
+}
+
+fn chap_login(mutual: bool) -> Login {
+    use crate::iscsi::chap::{ChapAccount, ChapConfig};
+    let mut c = config(true);
+    c.targets[0].chap = Some(ChapConfig {
+        initiator: ChapAccount {
+            user: "host1".into(),
+            secret: zeroize::Zeroizing::new(b"initiator-secret".to_vec()),
+        },
+        target: mutual.then(|| ChapAccount {
+            user: "array0".into(),
+            secret: zeroize::Zeroizing::new(b"target-secret-12".to_vec()),
+        }),
+    });
+    let mut nonce = [0u8; 17];
+    nonce[0] = 42;
+    for (i, b) in nonce[1..].iter_mut().enumerate() {
+        *b = i as u8 * 3;
+    }
+    Login::new(c, NonZeroU16::new(7).unwrap(), nonce)
+}
+
+fn chap_first_text() -> Vec<u8> {
+    text(&[
+        ("InitiatorName", INITIATOR),
+        ("SessionType", "Normal"),
+        ("TargetName", TARGET),
+        ("AuthMethod", "CHAP,None"),
+    ])
+}
+
+/// Drives open-iscsi's CHAP sequence up to the target's challenge; returns (id, challenge).
+fn chap_challenge(l: &mut Login) -> (u8, Vec<u8>) {
+    use crate::iscsi::chap::decode_binary;
+    // open-iscsi asks to move on at once; the target stays in the security stage.
+    let s1 = l.on_request(&req(SEC, OP, true, false), &chap_first_text());
+    assert_eq!(answer(&s1, "AuthMethod").as_deref(), Some("CHAP"));
+    assert!(!s1.response.transit, "no transition before CHAP is done");
+    let s2 = l.on_request(&req(SEC, OP, true, false), &text(&[("CHAP_A", "5,7")]));
+    assert!(!s2.response.transit);
+    assert_eq!(answer(&s2, "CHAP_A").as_deref(), Some("7"));
+    let id: u8 = answer(&s2, "CHAP_I").unwrap().parse().unwrap();
+    let c = decode_binary(&answer(&s2, "CHAP_C").unwrap()).unwrap();
+    assert_eq!((id, c.len()), (42, 16));
+    (id, c)
+}
+
+#[test]
+fn chap_one_way_and_mutual() {
+    use crate::iscsi::chap::{decode_binary, encode_hex, ChapAlg};
+    // One way: the right response moves the login on.
+    let mut l = chap_login(false);
+    let (id, c) = chap_challenge(&mut l);
+    let r = encode_hex(&ChapAlg::Sha256.response(id, b"initiator-secret", &c));
+    let s3 = l.on_request(
+        &req(SEC, OP, true, false),
+        &text(&[("CHAP_N", "host1"), ("CHAP_R", &r)]),
+    );
+    assert!(s3.response.status.is_success());
+    assert!(s3.response.transit);
+    assert_eq!(l.stage(), Some(OP));
+
+    // Mutual: the target answers the initiator's challenge with its own secret.
+    let mut l = chap_login(true);
+    let (id, c) = chap_challenge(&mut l);
+    let r = encode_hex(&ChapAlg::Sha256.response(id, b"initiator-secret", &c));
+    let s3 = l.on_request(
+        &req(SEC, OP, true, false),
+        &text(&[
+            ("CHAP_N", "host1"),
+            ("CHAP_R", &r),
+            ("CHAP_I", "7"),
+            ("CHAP_C", "0x00112233445566778899aabbccddeeff"),
+        ]),
+    );
+    assert!(s3.response.transit);
+    assert_eq!(answer(&s3, "CHAP_N").as_deref(), Some("array0"));
+    let want = ChapAlg::Sha256.response(
+        7,
+        b"target-secret-12",
+        &decode_binary("0x00112233445566778899aabbccddeeff").unwrap(),
+    );
+    assert_eq!(
+        decode_binary(&answer(&s3, "CHAP_R").unwrap()).unwrap(),
+        want
+    );
+}
+
+#[test]
+fn chap_failures_are_authentication_failures() {
+    use crate::iscsi::chap::{encode_hex, ChapAlg};
+    let fail = LoginStatus::AUTHENTICATION_FAILURE;
+    // A wrong secret.
+    let mut l = chap_login(false);
+    let (id, c) = chap_challenge(&mut l);
+    let r = encode_hex(&ChapAlg::Sha256.response(id, b"wrong-secret!!", &c));
+    let s = l.on_request(
+        &req(SEC, OP, true, false),
+        &text(&[("CHAP_N", "host1"), ("CHAP_R", &r)]),
+    );
+    assert_eq!((s.response.status, s.outcome), (fail, LoginOutcome::Close));
+    // The right secret under another name.
+    let mut l = chap_login(false);
+    let (id, c) = chap_challenge(&mut l);
+    let r = encode_hex(&ChapAlg::Sha256.response(id, b"initiator-secret", &c));
+    let s = l.on_request(
+        &req(SEC, OP, true, false),
+        &text(&[("CHAP_N", "host2"), ("CHAP_R", &r)]),
+    );
+    assert_eq!(s.response.status, fail);
+    // Mutual asked of a target without a secret of its own, and a reflected challenge.
+    let mut l = chap_login(false);
+    let (id, c) = chap_challenge(&mut l);
+    let r = encode_hex(&ChapAlg::Sha256.response(id, b"initiator-secret", &c));
+    let s = l.on_request(
+        &req(SEC, OP, true, false),
+        &text(&[
+            ("CHAP_N", "host1"),
+            ("CHAP_R", &r),
+            ("CHAP_I", "1"),
+            ("CHAP_C", "0x0102"),
+        ]),
+    );
+    assert_eq!(s.response.status, fail);
+    let mut l = chap_login(true);
+    let (id, c) = chap_challenge(&mut l);
+    let r = encode_hex(&ChapAlg::Sha256.response(id, b"initiator-secret", &c));
+    let s = l.on_request(
+        &req(SEC, OP, true, false),
+        &text(&[
+            ("CHAP_N", "host1"),
+            ("CHAP_R", &r),
+            ("CHAP_I", "1"),
+            ("CHAP_C", &encode_hex(&c)),
+        ]),
+    );
+    assert_eq!(s.response.status, fail);
+    // AuthMethod=None only, and skipping the security stage.
+    let mut l = chap_login(false);
+    let s = l.on_request(&req(SEC, OP, true, false), &first_text());
+    assert_eq!(s.response.status, fail);
+    let mut l = chap_login(false);
+    let mut t = text(&[
+        ("InitiatorName", INITIATOR),
+        ("SessionType", "Normal"),
+        ("TargetName", TARGET),
+    ]);
+    t.extend_from_slice(&iser_op_text());
+    let s = l.on_request(&req(OP, FFP, true, false), &t);
+    assert_eq!(s.response.status, fail);
+    // No algorithm in common.
+    let mut l = chap_login(false);
+    l.on_request(&req(SEC, OP, true, false), &chap_first_text());
+    let s = l.on_request(&req(SEC, OP, true, false), &text(&[("CHAP_A", "1,2")]));
+    assert_eq!(s.response.status, fail);
 }

@@ -84,6 +84,7 @@ macro_rules! code_newtype {
 pub(crate) use code_newtype;
 
 pub mod bhs;
+pub mod chap;
 pub mod discovery;
 pub mod error;
 pub mod login;

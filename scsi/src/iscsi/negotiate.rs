@@ -101,6 +101,8 @@ pub struct TargetConfig {
     pub initiators: InitiatorAcl,
     /// The portals SendTargets reports for it.
     pub portals: Vec<Portal>,
+    /// CHAP required of its normal sessions (`None`: AuthMethod=None).
+    pub chap: Option<super::chap::ChapConfig>,
 }
 
 impl TargetConfig {
@@ -111,12 +113,13 @@ impl TargetConfig {
             alias: None,
             initiators: InitiatorAcl::Any,
             portals: Vec::new(),
+            chap: None,
         }
     }
 }
 
-/// How initiators must authenticate. Only `None` exists today; CHAP will be a variant here
-/// and a branch of the security stage in [`crate::iscsi::login`].
+/// How discovery sessions authenticate: `None` (normal sessions follow their target's
+/// [`TargetConfig::chap`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum AuthPolicy {
     /// No authentication (`AuthMethod=None`).

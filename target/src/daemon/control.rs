@@ -520,6 +520,16 @@ impl<F: Fabric> Control<F> {
             initiator_depth,
             rnr_retry_count: 7,
         };
+        let tsih = std::num::NonZeroU16::new(self.next_tsih).unwrap_or(std::num::NonZeroU16::MIN);
+        self.next_tsih = self.next_tsih.checked_add(1).unwrap_or(1);
+        let conn = match served.connection(info.local_addr, ISER_QUEUE_DEPTH, tsih) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!("rejecting an iSER connection from {peer}: {e}");
+                let _ = self.cm.reject(req, &[]);
+                return;
+            }
+        };
         let qp = match self.cm.accept(req, init, params) {
             Ok(qp) => qp,
             Err((e, req)) => {
@@ -528,8 +538,6 @@ impl<F: Fabric> Control<F> {
                 return;
             }
         };
-        let tsih = std::num::NonZeroU16::new(self.next_tsih).unwrap_or(std::num::NonZeroU16::MIN);
-        self.next_tsih = self.next_tsih.checked_add(1).unwrap_or(1);
         let setup = crate::cm::QueueSetup {
             qid: 1,
             depth: recvs as u16,
@@ -565,11 +573,7 @@ impl<F: Fabric> Control<F> {
             posted_recvs: 0,
             srq_held: 0,
             pacing: Default::default(),
-            iser: Some(Box::new(served.connection(
-                info.local_addr,
-                ISER_QUEUE_DEPTH,
-                tsih,
-            ))),
+            iser: Some(Box::new(conn)),
         };
         for slot in slots {
             let Some(rb) = q.recv_bufs.as_ref() else {

@@ -92,6 +92,7 @@ impl IscsiServed {
             });
             let mut tc = TargetConfig::new(t.name.clone());
             tc.alias = t.alias.clone();
+            tc.chap = t.chap.clone();
             if let Some(i) = &t.initiators {
                 tc.initiators = InitiatorAcl::Only(i.clone());
             }
@@ -122,7 +123,7 @@ impl IscsiServed {
         local: Option<SocketAddr>,
         queue_depth: u32,
         tsih: NonZeroU16,
-    ) -> IserQueue {
+    ) -> Result<IserQueue, String> {
         let mut config = self.config.clone();
         config.queue_depth = queue_depth;
         if let Some(l) = local {
@@ -134,12 +135,16 @@ impl IscsiServed {
                 }];
             }
         }
-        IserQueue {
-            conn: IserConn::new(Arc::new(config), tsih),
+        // The CHAP identifier and challenge: from the OS's CSPRNG. Without one, no connection
+        // is served with a guessable challenge: the caller refuses it.
+        let mut nonce = [0u8; raidline_scsi::iscsi::chap::NONCE_LEN];
+        getrandom::fill(&mut nonce).map_err(|e| format!("no random bytes for CHAP: {e}"))?;
+        Ok(IserQueue {
+            conn: IserConn::new(Arc::new(config), tsih, nonce),
             units: QueueUnits {
                 targets: self.targets.clone(),
             },
-        }
+        })
     }
 }
 
