@@ -790,7 +790,7 @@ impl Config {
             });
         }
 
-        let iscsi = iscsi_config(&cx, &raw.iscsi, &subsystems)?;
+        let iscsi = iscsi_config(&cx, &raw.iscsi, &subsystems, &listen)?;
 
         Ok(Config {
             iscsi,
@@ -933,11 +933,22 @@ fn iscsi_config(
     cx: &Ctx<'_>,
     raw: &RawIscsi,
     subsystems: &[SubsystemConfig],
+    nvme_listen: &[SocketAddr],
 ) -> Result<IscsiConfig, ConfigError> {
     let mut listen = Vec::new();
     if let Some(l) = &raw.listen {
         for a in l.get_ref() {
             match a.get_ref().parse::<SocketAddr>() {
+                // A connection is told NVMe/RDMA from iSER by the port it came in on.
+                Ok(x) if nvme_listen.iter().any(|n| n.port() == x.port()) => {
+                    return cx.err(
+                        a.span(),
+                        format!(
+                            "iscsi.listen port {} is also an NVMe/RDMA listen port (target.listen): use another port (iSCSI's is 3260)",
+                            x.port()
+                        ),
+                    )
+                }
                 Ok(x) => listen.push(x),
                 Err(_) => {
                     return cx.err(

@@ -356,6 +356,10 @@ fn iscsi_mistakes_are_named() {
             "not IP:PORT",
         ),
         (
+            format!("{ISCSI_BASE}\n[iscsi]\nlisten = [\"10.0.0.2:4420\"]\n"),
+            "also an NVMe/RDMA listen port",
+        ),
+        (
             format!(
                 "{ISCSI_BASE}\n[[iscsi.target]]\nname = \"iqn.2026-12.io.raidline:t\"\n{ok_lun}"
             ),

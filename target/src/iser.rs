@@ -62,6 +62,9 @@ pub trait Units {
 pub const LOGIN_RECV_DATA: u32 = 8192;
 /// Bytes of a SEND that precede any AHS and the data segment: the iSER header and the BHS.
 pub const HEAD_LEN: usize = ISER_HDR_LEN + BHS_LEN;
+/// Tasks beyond the CmdSN window a connection may have (immediate commands); more are
+/// answered TASK SET FULL.
+pub const MAX_IMMEDIATE_TASKS: usize = 8;
 /// The Initiator Task Tag that marks "no task" (RFC 7143 §11.2.1.8).
 const NO_TASK: u32 = 0xffff_ffff;
 
@@ -482,6 +485,12 @@ impl IserConn {
             // A tag already in use (or the reserved one) would make two tasks one.
             return self.reject(RejectReason::PROTOCOL_ERROR, &c.to_bytes(), out);
         }
+        // Immediate commands do not count against the CmdSN window: a bound on every task
+        // keeps a host from flooding the send queue and the pool with them.
+        if self.tasks.len() >= (self.depth as usize).saturating_add(MAX_IMMEDIATE_TASKS) {
+            let send = self.task_set_full(c.itt);
+            return out.push(Action::Send(send));
+        }
         let Some(session) = self.session() else {
             return;
         };
@@ -582,6 +591,28 @@ impl IserConn {
         }
     }
 
+    /// TASK SET FULL: the host retries the command once tasks have completed.
+    fn task_set_full(&mut self, itt: u32) -> Vec<u8> {
+        let r = ScsiResponse {
+            bidi_overflow: false,
+            bidi_underflow: false,
+            overflow: false,
+            underflow: false,
+            response: ScsiResponseCode::COMMAND_COMPLETED,
+            status: Status::TASK_SET_FULL,
+            data_segment_len: 0,
+            itt,
+            snack_tag: 0,
+            stat_sn: self.next_stat_sn(),
+            exp_cmd_sn: self.exp_cmd_sn,
+            max_cmd_sn: self.max_cmd_sn(),
+            exp_data_sn: 0,
+            bidi_read_residual: 0,
+            residual_count: 0,
+        };
+        send_pdu(&r.to_bytes(), &[])
+    }
+
     /// Answers a command that ran no task.
     fn respond_now(
         &mut self,
@@ -634,15 +665,17 @@ impl IserConn {
 
     /// Task `itt` finished its storage work with `result`: its SCSI Response (unless task
     /// management aborted it), and the answers of task management functions that waited
-    /// for it.
-    pub fn complete(&mut self, itt: u32, result: Result<(), Sense>, out: &mut Vec<Action>) {
+    /// for it. Returns whether the task's own response is the first action pushed (its read
+    /// data, if any, goes ahead of it; an aborted task's goes nowhere).
+    pub fn complete(&mut self, itt: u32, result: Result<(), Sense>, out: &mut Vec<Action>) -> bool {
         let Some(t) = self.tasks.remove(&itt) else {
-            return;
+            return false;
         };
         if t.counted {
             self.in_flight = self.in_flight.saturating_sub(1);
         }
-        if !t.aborted {
+        let responds = !t.aborted;
+        if responds {
             let send = self.response(itt, result.map(|()| t.residual));
             out.push(Action::Send(send));
         }
@@ -659,6 +692,7 @@ impl IserConn {
         for tmf in done {
             self.tmf_response(tmf, TmResponse::FUNCTION_COMPLETE, out);
         }
+        responds
     }
 
     fn task_mgmt(&mut self, t: &TaskMgmtRequest, units: &dyn Units, out: &mut Vec<Action>) {

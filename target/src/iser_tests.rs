@@ -621,7 +621,8 @@ fn task_management_waits_for_the_tasks_it_aborts() {
         &mut out,
     );
     assert!(out.is_empty());
-    c.complete(10, Ok(()), &mut out);
+    // Aborted: no response of its own (so its read data goes nowhere).
+    assert!(!c.complete(10, Ok(()), &mut out));
     let s = sent(&out);
     assert_eq!(s.len(), 1);
     let Pdu::TaskMgmtResponse(r) = s[0].0 else {
@@ -884,4 +885,29 @@ fn a_unit_attention_is_reported_once_and_not_to_inquiry() {
         &mut out,
     );
     assert_eq!(response(&sent(&out)[0]).status, Status::GOOD);
+}
+
+#[test]
+fn immediate_commands_beyond_the_window_get_task_set_full() {
+    let (mut c, u) = logged_in("Normal");
+    let mut out = Vec::new();
+    let read = [opcode::READ_10, 0, 0, 0, 0, 0, 0, 0, 1, 0];
+    let limit = 128 + MAX_IMMEDIATE_TASKS;
+    for itt in 0..=limit as u32 {
+        let mut p = command(itt + 1, 2, 0, &read, 512, Some(READ_VA), None, &[]);
+        p[28] |= 0x40; // immediate: outside the CmdSN window
+        recv(&mut c, &p, &u, &mut out);
+    }
+    assert_eq!(c.tasks_in_flight(), limit);
+    let last = sent(&out);
+    assert_eq!(last.len(), 1);
+    assert_eq!(response(&last[0]).status, Status::TASK_SET_FULL);
+    // One completes: the next is taken again.
+    out.clear();
+    assert!(c.complete(1, Ok(()), &mut out));
+    out.clear();
+    let mut p = command(9999, 2, 0, &read, 512, Some(READ_VA), None, &[]);
+    p[28] |= 0x40;
+    recv(&mut c, &p, &u, &mut out);
+    assert!(matches!(out[0], Action::Task(_)));
 }

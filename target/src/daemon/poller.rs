@@ -784,9 +784,12 @@ impl<F: Fabric> Poller<F> {
                     }
                 }
                 Wr::Chunk => self.chunk_done(&mut q),
-                Wr::IserSend(buf) => {
+                Wr::IserSend { buf, close } => {
                     if let Some(b) = buf {
                         self.pool.put(b);
+                    }
+                    if close {
+                        q.close("iSCSI: connection ended after its last answer");
                     }
                 }
                 Wr::Probe { seq, sent_ns } => {

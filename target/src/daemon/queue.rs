@@ -158,9 +158,10 @@ pub(crate) enum Wr {
         /// When it was posted.
         sent_ns: u64,
     },
-    /// An iSCSI PDU SEND of an iSER queue; the pool buffer its payload went from, if it was
-    /// too long to go inline.
-    IserSend(Option<IoBuf>),
+    /// An iSCSI PDU SEND of an iSER queue: the pool buffer its payload went from, if it was
+    /// too long to go inline; whether the connection closes once it is sent (the answer to a
+    /// Logout or a failed login must reach the host before the QP goes to the error state).
+    IserSend { buf: Option<IoBuf>, close: bool },
 }
 
 /// A queue's pacing: its pacer (I/O queues when pacing is on), the responses whose RDMA WRITE

@@ -87,9 +87,19 @@ impl<F: Fabric> Poller<F> {
     }
 
     fn iser_actions(&mut self, q: &mut Queue<F>, out: Vec<Action>) {
-        for a in out {
+        let mut it = out.into_iter().peekable();
+        while let Some(a) = it.next() {
             match a {
-                Action::Send(p) => self.iser_send(q, &p),
+                Action::Send(p) => {
+                    // A SEND followed by Close closes the connection when it has been sent.
+                    let close = matches!(it.peek(), Some(Action::Close(_)));
+                    if close {
+                        if let Some(Action::Close(why)) = it.next() {
+                            tracing::debug!("iSCSI connection closes after its answer: {why}");
+                        }
+                    }
+                    self.iser_send(q, &p, close);
+                }
                 Action::WriteThenSend { remote, data, send } => {
                     self.iser_write_then_send(q, remote, &data, &send)
                 }
@@ -109,8 +119,17 @@ impl<F: Fabric> Poller<F> {
         }
     }
 
-    /// Posts one iSCSI PDU: inline when it fits, else from a pool buffer.
-    fn iser_send(&mut self, q: &mut Queue<F>, payload: &[u8]) {
+    /// A pool buffer of at least `len` bytes: the smallest class that has one free, not only
+    /// the smallest that fits (a PDU waits for no buffer: login and data-in are rare).
+    fn iser_buf(&mut self, len: usize) -> Option<raidline_raid::IoBuf> {
+        self.pool
+            .get(len)
+            .or_else(|| self.pool.get(self.pool.max_len()))
+    }
+
+    /// Posts one iSCSI PDU: inline when it fits, else from a pool buffer; with `close`, the
+    /// connection closes once it has been sent.
+    fn iser_send(&mut self, q: &mut Queue<F>, payload: &[u8], close: bool) {
         if q.closing {
             return;
         }
@@ -121,12 +140,12 @@ impl<F: Fabric> Poller<F> {
                 payload: Payload::Inline(payload),
                 signaled: true,
             }];
-            if let Err(rej) = q.ep.post_send(Wr::IserSend(None), &mut wr) {
+            if let Err(rej) = q.ep.post_send(Wr::IserSend { buf: None, close }, &mut wr) {
                 q.close(format!("iSCSI PDU not posted: {}", rej.error));
             }
             return;
         }
-        let Some(mut buf) = self.pool.get(payload.len()) else {
+        let Some(mut buf) = self.iser_buf(payload.len()) else {
             return q.close("no pool buffer for an iSCSI PDU");
         };
         buf[..payload.len()].copy_from_slice(payload);
@@ -144,8 +163,12 @@ impl<F: Fabric> Poller<F> {
             payload: Payload::Sges(&sges),
             signaled: true,
         }];
-        if let Err(rej) = q.ep.post_send(Wr::IserSend(Some(buf)), &mut wr) {
-            if let Wr::IserSend(Some(b)) = rej.ctx {
+        let ctx = Wr::IserSend {
+            buf: Some(buf),
+            close,
+        };
+        if let Err(rej) = q.ep.post_send(ctx, &mut wr) {
+            if let Wr::IserSend { buf: Some(b), .. } = rej.ctx {
                 self.pool.put(b);
             }
             q.close(format!("iSCSI PDU not posted: {}", rej.error));
@@ -164,7 +187,7 @@ impl<F: Fabric> Poller<F> {
         if q.closing {
             return;
         }
-        let Some(mut buf) = self.pool.get(data.len().max(1)) else {
+        let Some(mut buf) = self.iser_buf(data.len().max(1)) else {
             return q.close("no pool buffer for data-in");
         };
         buf[..data.len()].copy_from_slice(data);
@@ -197,8 +220,12 @@ impl<F: Fabric> Poller<F> {
             self.pool.put(buf);
             return q.close("an iSCSI response too long to go inline");
         }
-        if let Err(rej) = q.ep.post_send(Wr::IserSend(Some(buf)), &mut wrs) {
-            if let Wr::IserSend(Some(b)) = rej.ctx {
+        let ctx = Wr::IserSend {
+            buf: Some(buf),
+            close: false,
+        };
+        if let Err(rej) = q.ep.post_send(ctx, &mut wrs) {
+            if let Wr::IserSend { buf: Some(b), .. } = rej.ctx {
                 self.pool.put(b);
             }
             q.close(format!("data-in not posted: {}", rej.error));
@@ -290,6 +317,8 @@ impl<F: Fabric> Poller<F> {
                 let (loc, n) = fetch(&mut req, f);
                 req.step = Step::Write { ns, lba, len, fua };
                 req.account = Some((ns, false, len as u64));
+                // As an NVMe write with keyed data: a stream's writes gather into whole stripes.
+                self.write_coming(ns, lba, len, req.started);
                 self.fetch(q, req, loc, n);
             }
             Io::Flush => {
@@ -414,11 +443,12 @@ impl<F: Fabric> Poller<F> {
             return self.recycle(req);
         };
         let mut out = Vec::new();
-        iq.conn.complete(req.itt, result, &mut out);
+        let responds = iq.conn.complete(req.itt, result, &mut out);
         q.iser = Some(iq);
-        // The task's own response comes first in `out` (unless task management aborted it,
-        // which leaves its data unsent too).
-        let delivers = result.is_ok()
+        // The task's own response comes first in `out`, unless task management aborted the
+        // task: then its data goes nowhere either.
+        let delivers = responds
+            && result.is_ok()
             && req.write_back.is_some_and(|(_, n)| n > 0)
             && req.data.is_some()
             && matches!(out.first(), Some(Action::Send(_)));
