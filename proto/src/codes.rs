@@ -5,7 +5,10 @@
 //! opcode. The generated type is `Copy`, compares by value, prints its name when known and its
 //! value in hex otherwise, and lists its known values for tests.
 
-/// Defines `pub struct $name(pub $int)` with associated constants and a name lookup.
+/// Defines `pub struct $name(pub $int)` with associated constants and a name lookup. Exported
+/// for the other wire-format crates (`raidline-scsi`'s iSCSI codes).
+#[macro_export]
+#[doc(hidden)]
 macro_rules! code_newtype {
     (
         $(#[$meta:meta])*

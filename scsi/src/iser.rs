@@ -6,11 +6,11 @@
 //! connections; Linux never sends it), so a header whose opcode is Hello
 //! or HelloReply is an error here.
 
+use raidline_proto::code_newtype;
 use thiserror::Error;
 
 use crate::bytes::{be32, be64, put_be32, put_be64};
 use crate::iscsi::bhs::{split_pdu, Bhs};
-use crate::iscsi::code_newtype;
 use crate::iscsi::error::PduError;
 
 /// Size of the iSER header (`struct iser_ctrl`).

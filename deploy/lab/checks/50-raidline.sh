@@ -92,15 +92,7 @@ lab_log "crash test: SIGKILL raidline under host writes, restart"
 mount "$dev" /mnt/rl
 mkdir -p /mnt/rl/crash
 : > "$out/acked.sha256"
-writer() {
-  local i
-  for i in $(seq 1 40); do
-    head -c $((512 * 1024 + i * 4096)) /dev/urandom > "/mnt/rl/crash/c$i"
-    sync "/mnt/rl/crash/c$i"   # fsync: acknowledged by the target from here on
-    (cd /mnt/rl/crash && sha256sum "c$i") >> "$out/acked.sha256"
-  done
-}
-writer & wpid=$!
+lab_fsync_writer /mnt/rl/crash c 40 512 "$out/acked.sha256" & wpid=$!
 for _ in $(seq 600); do [ "$(wc -l < "$out/acked.sha256")" -ge 8 ] && break; sleep 0.1; done
 rl kill
 sleep 2

@@ -82,15 +82,7 @@ mount "$dev" /mnt/rl
 
 lab_log "crash test: SIGKILL raidline under host writes, restart"
 : > "$out/acked.sha256"
-writer() {
-  local i
-  for i in $(seq 1 40); do
-    head -c $((512 * 1024 + i * 4096)) /dev/urandom > "/mnt/rl/crash/c$i"
-    sync "/mnt/rl/crash/c$i"   # fsync: acknowledged by the target from here on
-    (cd /mnt/rl/crash && sha256sum "c$i") >> "$out/acked.sha256"
-  done
-}
-writer & wpid=$!
+lab_fsync_writer /mnt/rl/crash c 40 512 "$out/acked.sha256" & wpid=$!
 for _ in $(seq 600); do [ "$(wc -l < "$out/acked.sha256")" -ge 8 ] && break; sleep 0.1; done
 rl kill
 sleep 2
@@ -107,16 +99,8 @@ mount "$dev" /mnt/rl
 lab_log "crash test: fsck clean, all acknowledged files intact"
 
 lab_log "member failure under I/O: raidline array fail array0 $(lab_nvme_drives | tail -n 1)"
-writer2() {
-  local i
-  for i in $(seq 1 20); do
-    head -c $((256 * 1024)) /dev/urandom > "/mnt/rl/crash/d$i"
-    sync "/mnt/rl/crash/d$i"
-    (cd /mnt/rl/crash && sha256sum "d$i") >> "$out/degraded.sha256"
-  done
-}
 : > "$out/degraded.sha256"
-writer2 & wpid=$!
+lab_fsync_writer /mnt/rl/crash d 20 256 "$out/degraded.sha256" & wpid=$!
 for _ in $(seq 300); do [ "$(wc -l < "$out/degraded.sha256")" -ge 4 ] && break; sleep 0.1; done
 rl cli array fail array0 "$(lab_nvme_drives | tail -n 1)" || lab_fail "raidline array fail"
 wait "$wpid" || lab_fail "writes failed while a member failed"

@@ -151,6 +151,18 @@ lab_iser_logout() {
   lab_log "logged out of $1"
 }
 
+# lab_fsync_writer DIR PREFIX COUNT KIB LIST: writes COUNT files DIR/PREFIX1.. of random bytes
+# (KIB KiB plus 4 KiB per file number), each fsynced before its checksum is appended to LIST:
+# a file listed there was acknowledged by the storage (the crash tests' writer).
+lab_fsync_writer() {
+  local dir=$1 prefix=$2 count=$3 kib=$4 list=$5 i
+  for i in $(seq 1 "$count"); do
+    head -c $((kib * 1024 + i * 4096)) /dev/urandom > "$dir/$prefix$i"
+    sync "$dir/$prefix$i"   # fsync: acknowledged by the target from here on
+    (cd "$dir" && sha256sum "$prefix$i") >> "$list"
+  done
+}
+
 # lab_fio LABEL DEVICE JOB...: run the shared fio jobs (deploy/lab/fio/JOB.fio) on DEVICE, keep
 # each JSON result in $LAB_RUN/fio/LABEL-JOB.json and append one table row per job to
 # $LAB_RUN/fio-table.txt (see lab_fio_row). The jobs take FIO_RUNTIME (seconds, default 15) and

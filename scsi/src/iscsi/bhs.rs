@@ -7,6 +7,7 @@
 //! valid `Bhs`, so the transport can always read the opcode, lengths and ITT and answer.
 
 use crate::bytes::{be16, be24, be32, be64, put_be16, put_be24, put_be32};
+use raidline_proto::code_newtype;
 
 use super::error::{exact, PduError};
 

@@ -6,6 +6,7 @@
 //! During login the same errors end the login with status 0x0200 "initiator error" instead
 //! (the login state machine does that, see [`crate::iscsi::login`]).
 
+use raidline_proto::code_newtype;
 use thiserror::Error;
 
 code_newtype! {

@@ -11,6 +11,7 @@
 //! Layouts: RFC 7143 §11.3-§11.19 and Linux `include/scsi/iscsi_proto.h`.
 
 use crate::bytes::{be16, be32, put_be16, put_be32, put_be64};
+use raidline_proto::code_newtype;
 
 use super::bhs::{field, Bhs, Opcode, BHS_LEN, FINAL_BIT, IMMEDIATE_BIT, RESERVED_TAG};
 use super::error::{PduError, RejectReason};

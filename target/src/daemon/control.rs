@@ -22,9 +22,9 @@ use raidline_proto::rdma_cm::CmReject;
 use super::backend::Waker;
 use super::poller::PollerMsg;
 use super::pool::RecvBuffers;
-use super::queue::{Queue, Wr};
+use super::queue::Queue;
 use super::{AuthJob, AuthResult, ControlMsg, Shared};
-use crate::queue::{QueueRole, QueueState};
+use crate::queue::QueueRole;
 
 /// How a poller is reached.
 pub(crate) struct PollerLink<F: Fabric> {
@@ -378,52 +378,15 @@ impl<F: Fabric> Control<F> {
                 return;
             }
         };
-        let mut q = Queue {
-            conn: info.conn,
-            ep: Endpoint::new(qp, sq),
-            proto: QueueState::new(setup.depth),
+        let mut q = Queue::new(
+            info.conn,
+            Endpoint::new(qp, sq),
             setup,
-            recv_bufs: bufs,
-            peer: info.remote_addr,
-            reads_in_flight: 0,
-            read_wait: Default::default(),
-            ctrl: None,
-            io: None,
-            served: None,
-            ns_cache: None,
-            table_idx: 0,
-            auth: None,
-            auth_req: None,
-            auth_busy: false,
-            cntlid: 0,
-            parked: HashMap::new(),
-            elsewhere: 0,
-            closing: false,
-            close_reason: None,
-            posted_recvs: 0,
-            srq_held: 0,
-            pacing: Default::default(),
-            iser: None,
-        };
-        for slot in slots {
-            let Some(rb) = q.recv_bufs.as_ref() else {
-                break;
-            };
-            let sges = match rb.sges(&slot.cmd, slot.icd.as_ref()) {
-                Ok(s) => s,
-                Err(e) => {
-                    q.close(format!("receive buffers: {e}"));
-                    break;
-                }
-            };
-            match q.ep.post_recv(Wr::Recv(slot), &sges) {
-                Ok(()) => q.posted_recvs += 1,
-                Err(rej) => {
-                    q.close(format!("receive not posted: {}", rej.error));
-                    break;
-                }
-            }
-        }
+            bufs,
+            info.remote_addr,
+            None,
+        );
+        q.post_receives(slots);
         tracing::debug!(
             "queue {} from {peer} accepted on poller {p} (depth {}, ORD {})",
             setup.qid,
@@ -548,52 +511,15 @@ impl<F: Fabric> Control<F> {
                 crqsize: 0,
             },
         };
-        let mut q = Queue {
-            conn: info.conn,
-            ep: Endpoint::new(qp, sq),
-            proto: QueueState::new(setup.depth),
+        let mut q = Queue::new(
+            info.conn,
+            Endpoint::new(qp, sq),
             setup,
-            recv_bufs: Some(bufs),
-            peer: info.remote_addr,
-            reads_in_flight: 0,
-            read_wait: Default::default(),
-            ctrl: None,
-            io: None,
-            served: None,
-            ns_cache: None,
-            table_idx: 0,
-            auth: None,
-            auth_req: None,
-            auth_busy: false,
-            cntlid: 0,
-            parked: HashMap::new(),
-            elsewhere: 0,
-            closing: false,
-            close_reason: None,
-            posted_recvs: 0,
-            srq_held: 0,
-            pacing: Default::default(),
-            iser: Some(Box::new(conn)),
-        };
-        for slot in slots {
-            let Some(rb) = q.recv_bufs.as_ref() else {
-                break;
-            };
-            let posted = rb
-                .sges(&slot.cmd, slot.icd.as_ref())
-                .map_err(|e| e.to_string())
-                .and_then(|sges| {
-                    q.ep.post_recv(Wr::Recv(slot), &sges)
-                        .map_err(|rej| rej.error.to_string())
-                });
-            match posted {
-                Ok(()) => q.posted_recvs += 1,
-                Err(e) => {
-                    q.close(format!("receive not posted: {e}"));
-                    break;
-                }
-            }
-        }
+            Some(bufs),
+            info.remote_addr,
+            Some(Box::new(conn)),
+        );
+        q.post_receives(slots);
         tracing::info!(
             "iSER connection from {peer} accepted on poller {p} (ZBVA {}, send with invalidate {})",
             if cm.zbva_not_supported() {

@@ -819,38 +819,7 @@ impl<F: Fabric> Poller<F> {
             return self.drop_slot(q, slot);
         };
         let started = self.clock();
-        let fresh = Req {
-            slot: Some(slot),
-            sqe,
-            cid: sqe.cid(),
-            icd_len: len - 64,
-            started,
-            data: None,
-            data_src: DataSrc::None,
-            data_len: 0,
-            step: Step::Respond,
-            write_back: None,
-            status: Status::SUCCESS,
-            result: 0,
-            close_after: false,
-            account: None,
-            remote: None,
-            zeroed: false,
-            paced_len: 0,
-            chunked: 0,
-            flush_nss: VecDeque::new(),
-            itt: 0,
-        };
-        let req = match self.spare_reqs.pop() {
-            Some(mut b) => {
-                let mut nss = std::mem::take(&mut b.flush_nss);
-                nss.clear();
-                *b = fresh;
-                b.flush_nss = nss;
-                b
-            }
-            None => Box::new(fresh),
-        };
+        let req = self.new_req(Some(slot), sqe, len - 64, started, 0);
         match q.proto.receive(&sqe) {
             Dispatch::Reject(st) => self.respond(q, req, st, 0),
             Dispatch::Connect(c) => {
@@ -888,6 +857,50 @@ impl<F: Fabric> Poller<F> {
             Dispatch::Auth(a) => self.auth_command(q, req, a),
             Dispatch::Admin => self.admin(q, req),
             Dispatch::Io => self.io(q, req),
+        }
+    }
+
+    /// A request box for a new command, reusing a finished request's box (and its flush
+    /// list's capacity) when one is spare: no allocation per command.
+    pub(super) fn new_req(
+        &mut self,
+        slot: Option<Slot>,
+        sqe: Sqe,
+        icd_len: usize,
+        started: Instant,
+        itt: u32,
+    ) -> Box<Req> {
+        let fresh = Req {
+            slot,
+            sqe,
+            cid: sqe.cid(),
+            icd_len,
+            started,
+            data: None,
+            data_src: DataSrc::None,
+            data_len: 0,
+            step: Step::Respond,
+            write_back: None,
+            status: Status::SUCCESS,
+            result: 0,
+            close_after: false,
+            account: None,
+            remote: None,
+            zeroed: false,
+            paced_len: 0,
+            chunked: 0,
+            flush_nss: VecDeque::new(),
+            itt,
+        };
+        match self.spare_reqs.pop() {
+            Some(mut b) => {
+                let mut nss = std::mem::take(&mut b.flush_nss);
+                nss.clear();
+                *b = fresh;
+                b.flush_nss = nss;
+                b
+            }
+            None => Box::new(fresh),
         }
     }
 

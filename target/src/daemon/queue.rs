@@ -242,6 +242,69 @@ pub(crate) struct Queue<F: Fabric> {
 }
 
 impl<F: Fabric> Queue<F> {
+    /// A queue pair just accepted: nothing connected, nothing in flight.
+    pub fn new(
+        conn: ConnId,
+        ep: Endpoint<F::Qp, Wr>,
+        setup: QueueSetup,
+        recv_bufs: Option<RecvBuffers<F>>,
+        peer: Option<SocketAddr>,
+        iser: Option<Box<super::iscsi::IserQueue>>,
+    ) -> Queue<F> {
+        Queue {
+            conn,
+            ep,
+            proto: QueueState::new(setup.depth),
+            setup,
+            recv_bufs,
+            peer,
+            reads_in_flight: 0,
+            read_wait: VecDeque::new(),
+            ctrl: None,
+            io: None,
+            served: None,
+            ns_cache: None,
+            table_idx: 0,
+            auth: None,
+            auth_req: None,
+            auth_busy: false,
+            cntlid: 0,
+            parked: HashMap::new(),
+            elsewhere: 0,
+            closing: false,
+            close_reason: None,
+            posted_recvs: 0,
+            srq_held: 0,
+            pacing: QueuePacing::default(),
+            iser,
+        }
+    }
+
+    /// Posts the receives of its own buffers' `slots` (before the host may send); a failure
+    /// closes the queue.
+    pub fn post_receives(&mut self, slots: Vec<Slot>) {
+        for slot in slots {
+            let Some(rb) = self.recv_bufs.as_ref() else {
+                break;
+            };
+            let posted = rb
+                .sges(&slot.cmd, slot.icd.as_ref())
+                .map_err(|e| format!("receive buffers: {e}"))
+                .and_then(|sges| {
+                    self.ep
+                        .post_recv(Wr::Recv(slot), &sges)
+                        .map_err(|rej| format!("receive not posted: {}", rej.error))
+                });
+            match posted {
+                Ok(()) => self.posted_recvs += 1,
+                Err(e) => {
+                    self.close(e);
+                    break;
+                }
+            }
+        }
+    }
+
     /// Starts closing: the QP goes to the error state, so everything posted flushes back.
     pub fn close(&mut self, reason: impl Into<String>) {
         if !self.closing {

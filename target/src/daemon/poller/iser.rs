@@ -234,38 +234,8 @@ impl<F: Fabric> Poller<F> {
 
     /// A request box for an iSCSI task.
     fn iser_req(&mut self, itt: u32) -> Box<Req> {
-        let fresh = Req {
-            slot: None,
-            sqe: raidline_proto::Sqe::new(0, 0),
-            cid: 0,
-            icd_len: 0,
-            started: self.clock(),
-            data: None,
-            data_src: DataSrc::None,
-            data_len: 0,
-            step: Step::Respond,
-            write_back: None,
-            status: Status::SUCCESS,
-            result: 0,
-            close_after: false,
-            account: None,
-            remote: None,
-            zeroed: false,
-            paced_len: 0,
-            chunked: 0,
-            flush_nss: VecDeque::new(),
-            itt,
-        };
-        match self.spare_reqs.pop() {
-            Some(mut b) => {
-                let mut nss = std::mem::take(&mut b.flush_nss);
-                nss.clear();
-                *b = fresh;
-                b.flush_nss = nss;
-                b
-            }
-            None => Box::new(fresh),
-        }
+        let started = self.clock();
+        self.new_req(None, raidline_proto::Sqe::new(0, 0), 0, started, itt)
     }
 
     /// Starts a task's storage work, as an NVMe command's.
