@@ -173,10 +173,8 @@ pub struct DataPathMetrics {
     /// Authentications the host ended with a Failure2 (e.g. the controller's response did not
     /// match the host's controller secret).
     pub auth_host_failed: AtomicU64,
-    /// Reads and writes completed for NVMe-oF hosts (the namespace counters count both
-    /// protocols).
-    pub nvme_io: AtomicU64,
-    /// Reads and writes completed for iSCSI hosts over iSER.
+    /// Reads and writes completed for iSCSI hosts over iSER (the namespace counters count both
+    /// protocols; NVMe-oF's share is their sum less this, derived when scraped).
     pub iscsi_io: AtomicU64,
     /// iSCSI logins that reached full-feature phase.
     pub iscsi_logins: AtomicU64,
@@ -428,6 +426,13 @@ pub fn render_all(
     }
     // The data path's counters: per family its samples, by one label or none.
     let dp = data_path;
+    // NVMe-oF's reads and writes are every namespace's less iSCSI's: derived here, so the
+    // NVMe path counts nothing more per command.
+    let all_io: u64 = namespaces
+        .iter()
+        .map(|(_, m)| m.reads.load(Ordering::Relaxed) + m.writes.load(Ordering::Relaxed))
+        .sum();
+    let nvme_io = AtomicU64::new(all_io.saturating_sub(dp.iscsi_io.load(Ordering::Relaxed)));
     counter_families(
         &mut w,
         &[
@@ -441,7 +446,7 @@ pub fn render_all(
                 "raidline_io_commands_total",
                 "Reads and writes completed, by the protocol the host spoke.",
                 "protocol",
-                &[("nvme", &dp.nvme_io), ("iscsi", &dp.iscsi_io)],
+                &[("nvme", &nvme_io), ("iscsi", &dp.iscsi_io)],
             ),
             (
                 "raidline_iscsi_logins_total",

@@ -124,6 +124,8 @@ pub(crate) struct Poller<F: Fabric> {
     // The boxes themselves are what is reused: a request travels as `Box<Req>`.
     #[allow(clippy::vec_box)]
     spare_reqs: Vec<Box<Req>>,
+    /// Scratch of the iSER connections' actions (kept: no allocation per PDU for the list).
+    iser_out: Vec<crate::iser::Action>,
     draining: bool,
     pace: pace::PollerPacing,
     /// The poller's own io_uring (`io_path = "ring"` where the kernel has one).
@@ -207,6 +209,7 @@ impl<F: Fabric> Poller<F> {
             buf_wait: VecDeque::new(),
             stash: Vec::new(),
             spare_reqs: Vec::new(),
+            iser_out: Vec::new(),
             draining: false,
             pace: pace::PollerPacing::new(),
             ring: io.ring,
@@ -858,6 +861,33 @@ impl<F: Fabric> Poller<F> {
             Dispatch::Admin => self.admin(q, req),
             Dispatch::Io => self.io(q, req),
         }
+    }
+
+    /// Counts a finished request in its namespace's metrics (bytes and latency when `ok`, an
+    /// error otherwise), whichever protocol it came by; whether it counted a completed read or
+    /// write.
+    pub(super) fn account(&mut self, req: &Req, ok: bool) -> bool {
+        let Some((ns, read, bytes)) = req.account else {
+            return false;
+        };
+        let took = self
+            .clock()
+            .saturating_duration_since(req.started)
+            .as_nanos() as u64;
+        let entry = &self.shared.namespaces[ns];
+        if !ok {
+            entry
+                .metrics
+                .errors
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return false;
+        }
+        if read {
+            entry.metrics.read_done(bytes, took);
+        } else {
+            entry.metrics.write_done(bytes, took);
+        }
+        true
     }
 
     /// A request box for a new command, reusing a finished request's box (and its flush
@@ -1955,30 +1985,9 @@ impl<F: Fabric> Poller<F> {
                 status
             );
         }
-        if let Some((ns, read, bytes)) = req.account {
-            let took = self
-                .clock()
-                .saturating_duration_since(req.started)
-                .as_nanos() as u64;
-            let entry = &self.shared.namespaces[ns];
-            if ok {
-                if read {
-                    entry.metrics.read_done(bytes, took);
-                } else {
-                    entry.metrics.write_done(bytes, took);
-                }
-                if let Some(io) = &q.io {
-                    io.count(read, bytes);
-                }
-                self.shared
-                    .data_path
-                    .nvme_io
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            } else {
-                entry
-                    .metrics
-                    .errors
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let (Some((_, read, bytes)), true) = (req.account, self.account(req, ok)) {
+            if let Some(io) = &q.io {
+                io.count(read, bytes);
             }
         }
         let cqe = q.proto.completion(req.cid, status, result).to_bytes();

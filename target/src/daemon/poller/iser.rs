@@ -36,7 +36,7 @@ impl<F: Fabric> Poller<F> {
             return self.drop_slot(q, slot);
         };
         iq.units.refresh(&self.shared.namespaces);
-        let mut out = Vec::new();
+        let mut out = std::mem::take(&mut self.iser_out);
         {
             let head = &slot.cmd[..len.min(HEAD_LEN).min(slot.cmd.len())];
             let body_len = len.saturating_sub(HEAD_LEN);
@@ -86,8 +86,9 @@ impl<F: Fabric> Poller<F> {
         self.iser_actions(q, out);
     }
 
-    fn iser_actions(&mut self, q: &mut Queue<F>, out: Vec<Action>) {
-        let mut it = out.into_iter().peekable();
+    /// Runs `out`'s actions (drained) and keeps the vector as the poller's scratch.
+    fn iser_actions(&mut self, q: &mut Queue<F>, mut out: Vec<Action>) {
+        let mut it = out.drain(..).peekable();
         while let Some(a) = it.next() {
             match a {
                 Action::Send(p) => {
@@ -117,6 +118,8 @@ impl<F: Fabric> Poller<F> {
                 Action::Close(why) => q.close(format!("iSCSI: {why}")),
             }
         }
+        drop(it);
+        self.iser_out = out;
     }
 
     /// A pool buffer of at least `len` bytes: the smallest class that has one free, not only
@@ -386,25 +389,11 @@ impl<F: Fabric> Poller<F> {
             };
             Err(crate::scsi::sense_for_storage_error(kind, lba))
         };
-        if let Some((ns, read, bytes)) = req.account {
-            let took = self
-                .clock()
-                .saturating_duration_since(req.started)
-                .as_nanos() as u64;
-            let entry = &self.shared.namespaces[ns];
-            if result.is_ok() {
-                if read {
-                    entry.metrics.read_done(bytes, took);
-                } else {
-                    entry.metrics.write_done(bytes, took);
-                }
-                self.shared
-                    .data_path
-                    .iscsi_io
-                    .fetch_add(1, Ordering::Relaxed);
-            } else {
-                entry.metrics.errors.fetch_add(1, Ordering::Relaxed);
-            }
+        if self.account(&req, result.is_ok()) {
+            self.shared
+                .data_path
+                .iscsi_io
+                .fetch_add(1, Ordering::Relaxed);
         }
         if q.closing {
             return self.recycle(req);
@@ -412,7 +401,7 @@ impl<F: Fabric> Poller<F> {
         let Some(mut iq) = q.iser.take() else {
             return self.recycle(req);
         };
-        let mut out = Vec::new();
+        let mut out = std::mem::take(&mut self.iser_out);
         let responds = iq.conn.complete(req.itt, result, &mut out);
         q.iser = Some(iq);
         // The task's own response comes first in `out`, unless task management aborted the
@@ -478,7 +467,7 @@ impl<F: Fabric> Poller<F> {
         let Some(mut iq) = q.iser.take() else {
             return;
         };
-        let mut out = Vec::new();
+        let mut out = std::mem::take(&mut self.iser_out);
         iq.conn.complete(itt, result, &mut out);
         q.iser = Some(iq);
         self.iser_actions(q, out);
