@@ -4,7 +4,7 @@
 #
 #   deploy/lab/bench.sh [--rounds N] [--runtime SECS] [--io-paths "ring workers"] [--results DIR]
 #                       [--jobs "seqwrite-128k ..."]   (a subset of the jobs below; default all)
-#                       [--degraded] [--compare REV]
+#                       [--degraded] [--compare REV] [--proto nvme|iser]
 #
 # Per round, in alternating order (round 1 raidline first, round 2 the kernel first, ...):
 #   - raidline (one poller, `io_path` from --io-paths; each listed path is its own phase) serving
@@ -26,6 +26,11 @@
 # and one more line per job gives the change:
 #   CHANGE <job> <path> now=<median IOPS> at_<rev>=<median IOPS> change=<now/then> cpu_now=<%> cpu_then=<%>
 #
+# --proto iser: the same RAID-5 jobs over iSCSI/iSER instead (issue 18): raidline serves the
+# array as LUN 0 of an iSCSI target on an iSER portal, the kernel's side is LIO with ib_isert
+# over the md array (`ref-target.sh --proto iser`), and open-iscsi's iser host logs in to each.
+# The RAM-disk jobs are NVMe/RDMA only. `kernel=` in the output is then LIO.
+#
 # --degraded: both RAID-5 arrays run with their last drive failed before the jobs
 # (`raidline array fail`, `mdadm --fail`): writes reconstruct or skip the missing chunk, reads
 # rebuild it. raidline records its degraded writes in its partial-parity log (its default
@@ -45,7 +50,7 @@ root=$(cd "$here/../.." && pwd)
 
 if [ "${LAB_ROLE:-}" = "" ]; then
   # On the host: build, then run this script inside one guest with 4 drives.
-  rounds=3 runtime=10 paths="ring workers" results="" only="" degraded="" compare=""
+  rounds=3 runtime=10 paths="ring workers" results="" only="" degraded="" compare="" proto=nvme
   while [ $# -gt 0 ]; do
     case "$1" in
       --degraded) degraded=1; shift ;;
@@ -55,9 +60,11 @@ if [ "${LAB_ROLE:-}" = "" ]; then
       --io-paths) paths=$2; shift 2 ;;
       --results) results=$2; shift 2 ;;
       --jobs) only=$2; shift 2 ;;
-      *) echo "usage: bench.sh [--rounds N] [--runtime SECS] [--io-paths \"ring workers\"] [--results DIR] [--jobs \"JOB ...\"] [--degraded] [--compare REV]" >&2; exit 2 ;;
+      --proto) proto=$2; shift 2 ;;
+      *) echo "usage: bench.sh [--rounds N] [--runtime SECS] [--io-paths \"ring workers\"] [--results DIR] [--jobs \"JOB ...\"] [--degraded] [--compare REV] [--proto nvme|iser]" >&2; exit 2 ;;
     esac
   done
+  case "$proto" in nvme|iser) ;; *) echo "bench.sh: --proto is nvme or iser, not $proto" >&2; exit 2 ;; esac
   cd "$root"
   cargo build --release --locked -p raidline-target --bin raidline
   then_rev=""
@@ -81,7 +88,8 @@ if [ "${LAB_ROLE:-}" = "" ]; then
   timeout=$(( nphases * 9 * (runtime + 12) + 600 ))
   args=(--drives 4 --drive-size 2G --mem 3072 --timeout "$timeout"
         --env "BENCH_ROUNDS=$rounds" --env "FIO_RUNTIME=$runtime" --env "BENCH_PATHS=$paths"
-        --env "BENCH_JOBS=$only" --env "BENCH_DEGRADED=$degraded" --env "BENCH_THEN=$then_rev")
+        --env "BENCH_JOBS=$only" --env "BENCH_DEGRADED=$degraded" --env "BENCH_THEN=$then_rev"
+        --env "BENCH_PROTO=$proto")
   [ -z "$results" ] || args+=(--results "$results")
   exec "$here/run" "${args[@]}" -- "$here/bench.sh"
 fi
@@ -95,8 +103,12 @@ nqn=nqn.2026-11.io.raidline:array0
 rnqn=nqn.2026-11.io.raidline:ram
 knqn=nqn.2026-11.io.raidline:ref-md5
 kram=nqn.2026-11.io.raidline:ref-ram
+iqn=iqn.2026-12.io.raidline:array0
+kiqn=iqn.2026-12.io.raidline:ref-md5
+proto=${BENCH_PROTO:-nvme}
 jobs=(randread-4k randwrite-4k seqwrite-128k seqread-128k fullstripe-192k)
 ramjobs=(randread-4k randwrite-4k seqwrite-128k seqread-128k)
+[ "$proto" = nvme ] || ramjobs=()
 if [ -n "${BENCH_JOBS:-}" ]; then
   # Keep the listed jobs only (on the RAID-5 and the RAM-disk namespaces alike).
   keep() { local j; for j in "$@"; do [[ " $BENCH_JOBS " == *" $j "* ]] && echo "$j"; done; true; }
@@ -160,33 +172,61 @@ raidline_phase() {
   else
     unset RAIDLINE_BIN
   fi
-  "$LAB_DIR/raidline.sh" start --addr "$LAB_IP" --nqn "$nqn" --io-path "$path" \
-    --ram-dev /dev/ram0 --ram-nqn "$rnqn"
-  nvme connect -t rdma -a "$LAB_IP" -s 4420 -n "$nqn" > /dev/null || lab_fail "connect $nqn"
-  nvme connect -t rdma -a "$LAB_IP" -s 4420 -n "$rnqn" > /dev/null || lab_fail "connect $rnqn"
-  dev=$(lab_nvme_dev "$nqn" 30)
-  rdev=$(lab_nvme_dev "$rnqn" 30)
+  if [ "$proto" = iser ]; then
+    "$LAB_DIR/raidline.sh" start --addr "$LAB_IP" --nqn "$nqn" --io-path "$path" --iscsi "$iqn"
+    dev=$(lab_iser_login "$LAB_IP" "$iqn" 60) || lab_fail "iSER login to $iqn"
+    rdev="none"
+  else
+    "$LAB_DIR/raidline.sh" start --addr "$LAB_IP" --nqn "$nqn" --io-path "$path" \
+      --ram-dev /dev/ram0 --ram-nqn "$rnqn"
+    nvme connect -t rdma -a "$LAB_IP" -s 4420 -n "$nqn" > /dev/null || lab_fail "connect $nqn"
+    nvme connect -t rdma -a "$LAB_IP" -s 4420 -n "$rnqn" > /dev/null || lab_fail "connect $rnqn"
+    dev=$(lab_nvme_dev "$nqn" 30)
+    rdev=$(lab_nvme_dev "$rnqn" 30)
+  fi
   if [ -n "${BENCH_DEGRADED:-}" ]; then
     "$LAB_DIR/raidline.sh" cli array fail array0 "$(lab_nvme_drives | tail -n 1)" > /dev/null ||
       lab_fail "raidline array fail"
   fi
-  lab_log "$label: $dev (RAID-5${BENCH_DEGRADED:+, degraded}), $rdev (RAM disk); threads: $(ls /proc/"$(cat /run/raidline-lab.pid)"/task | wc -l)"
+  lab_log "$label: $dev (RAID-5${BENCH_DEGRADED:+, degraded}, $proto), $rdev (RAM disk); threads: $(ls /proc/"$(cat /run/raidline-lab.pid)"/task | wc -l)"
   run_jobs "$label" "$dev" "${jobs[@]}"
-  run_jobs "$label-ram" "$rdev" "${ramjobs[@]}"
+  [ ${#ramjobs[@]} -eq 0 ] || run_jobs "$label-ram" "$rdev" "${ramjobs[@]}"
   # By name: io_uring's own workers (iou-wrk-*) count here too.
   lab_log "raidline ($path): threads after the jobs: $(cat /proc/"$(cat /run/raidline-lab.pid)"/task/*/comm | sort | uniq -c | awk '{ printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1 }')"
   "$LAB_DIR/raidline.sh" cli status > "$out/status-$path.txt" 2>&1 || true
   # How the array's stripes were written (whole, read-modify-write, reconstruct-write).
   grep "stripes written" "$out/status-$path.txt" | sed "s/^ */raidline ($path) /" >&2 || true
-  nvme disconnect -n "$nqn" > /dev/null
-  nvme disconnect -n "$rnqn" > /dev/null
+  if [ "$proto" = iser ]; then
+    lab_iser_logout "$iqn"
+  else
+    nvme disconnect -n "$nqn" > /dev/null
+    nvme disconnect -n "$rnqn" > /dev/null
+  fi
   "$LAB_DIR/raidline.sh" stop
   unset RAIDLINE_BIN
   # The next phase re-creates arrays over the drives: no superblock of this one may remain.
   for d in $(lab_nvme_drives); do dd if=/dev/zero of="$d" bs=1M count=2 oflag=direct status=none; done
 }
 
+# kernel_phase_iser: LIO + ib_isert over md RAID-5, the RAID-5 jobs over open-iscsi's iser host.
+kernel_phase_iser() {
+  local dev
+  "$LAB_DIR/ref-target.sh" start --proto iser --addr "$LAB_IP" --nqn "$kiqn" \
+    --consistency "$([ -n "${BENCH_DEGRADED:-}" ] && echo ppl || echo bitmap)"
+  if [ -n "${BENCH_DEGRADED:-}" ]; then
+    mdadm /dev/md/ref --fail "$(lab_nvme_drives | tail -n 1)" > /dev/null 2>&1 ||
+      lab_fail "mdadm --fail"
+  fi
+  dev=$(lab_iser_login "$LAB_IP" "$kiqn" 60) || lab_fail "iSER login to $kiqn"
+  run_jobs kernel "$dev" "${jobs[@]}"
+  lab_iser_logout "$kiqn"
+  "$LAB_DIR/ref-target.sh" stop --proto iser --nqn "$kiqn"
+  mdadm --zero-superblock $(lab_nvme_drives) 2> /dev/null || true
+  for d in $(lab_nvme_drives); do dd if=/dev/zero of="$d" bs=1M count=2 oflag=direct status=none; done
+}
+
 kernel_phase() {
+  [ "$proto" = nvme ] || { kernel_phase_iser; return; }
   local dev rdev sub cfg=/sys/kernel/config/nvmet
   local port=$cfg/ports/4420
   "$LAB_DIR/ref-target.sh" start --addr "$LAB_IP" --nqn "$knqn" \
