@@ -86,6 +86,9 @@ impl Asc {
     pub const INVALID_FIELD_IN_PARAMETER_LIST: Asc = Asc(0x2600);
     /// Write protected.
     pub const WRITE_PROTECTED: Asc = Asc(0x2700);
+    /// Not ready to ready change, medium may have changed: the unit became ready again (a
+    /// namespace enabled after it was disabled).
+    pub const NOT_READY_TO_READY_CHANGE: Asc = Asc(0x2800);
     /// Power on, reset, or bus device reset occurred.
     pub const POWER_ON_RESET: Asc = Asc(0x2900);
     /// Capacity data has changed.

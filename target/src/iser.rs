@@ -27,10 +27,17 @@
 //!   rescans (REPORTED LUNS DATA HAS CHANGED) or revalidates the disk.
 //! - A PDU that does not parse gets a Reject carrying its header; a discovery session takes
 //!   only Text, NOP-Out and Logout.
+//! - **Keep-alive** ([`IserConn::tick`], RFC 7143 §11.19): a connection the initiator has
+//!   sent nothing on for [`NOP_IN_INTERVAL`] gets a NOP-In ping, which the initiator must
+//!   echo with a NOP-Out; one that answers nothing within [`NOP_IN_TIMEOUT`] more, or that
+//!   has not finished its login after [`LOGIN_TIMEOUT`], is closed (LIO's `nopin_timeout`,
+//!   `nopin_response_timeout` and `login_timeout` do the same). A vanished host otherwise keeps
+//!   its queue pair, receive buffers and tasks' CmdSN window for ever.
 
 use std::collections::HashMap;
 use std::num::NonZeroU16;
 use std::sync::Arc;
+use std::time::Duration;
 
 use raidline_scsi::cdb::Command;
 use raidline_scsi::iscsi::bhs::{decode_lun, Bhs, BHS_LEN};
@@ -67,6 +74,16 @@ pub const HEAD_LEN: usize = ISER_HDR_LEN + BHS_LEN;
 pub const MAX_IMMEDIATE_TASKS: usize = 8;
 /// The Initiator Task Tag that marks "no task" (RFC 7143 §11.2.1.8).
 const NO_TASK: u32 = 0xffff_ffff;
+/// Silence from the initiator after which a full-feature connection is pinged (LIO's
+/// `nopin_timeout` default). open-iscsi pings every 5 s by itself (`noop_out_interval`), so a
+/// live Linux host is never pinged.
+pub const NOP_IN_INTERVAL: Duration = Duration::from_secs(15);
+/// How long a ping may go unanswered before the connection is closed (LIO's
+/// `nopin_response_timeout` default).
+pub const NOP_IN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a connection may take to reach full-feature phase (LIO's `login_timeout` is 15 s;
+/// CHAP's secrets come from iscsid, so a little more).
+pub const LOGIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What the poller does for the connection, in order.
 #[derive(Debug, PartialEq, Eq)]
@@ -159,6 +176,24 @@ pub struct IserConn {
     text: TextAssembler,
     /// Unit attentions not yet reported, by LUN, oldest first.
     attentions: Vec<(u16, Asc)>,
+    /// Keep-alive: what [`IserConn::tick`] knows of the initiator's liveness.
+    alive: Liveness,
+}
+
+/// The keep-alive state ([`IserConn::tick`]); times are the caller's clock.
+#[derive(Debug, Default)]
+struct Liveness {
+    /// SENDs received so far, and how many the last tick saw.
+    recvs: u64,
+    recvs_seen: u64,
+    /// When the connection was first ticked (the login's start, near enough).
+    born: Option<Duration>,
+    /// When the last tick saw a new SEND (or the first tick).
+    heard: Duration,
+    /// The ping in flight: its Target Transfer Tag and when it went.
+    ping: Option<(u32, Duration)>,
+    /// The next ping's Target Transfer Tag.
+    next_ttt: u32,
 }
 
 impl IserConn {
@@ -182,6 +217,65 @@ impl IserConn {
             tmfs: Vec::new(),
             text,
             attentions: Vec::new(),
+            alive: Liveness::default(),
+        }
+    }
+
+    /// Keep-alive, called now and then (about once a second) with the caller's monotonic
+    /// clock: pings an initiator silent for [`NOP_IN_INTERVAL`] with a NOP-In that asks for an
+    /// answer, and closes the connection when a ping stays unanswered for [`NOP_IN_TIMEOUT`]
+    /// or the login has not ended after [`LOGIN_TIMEOUT`]. Any SEND received counts as an
+    /// answer. The actions go into `out`.
+    pub fn tick(&mut self, now: Duration, out: &mut Vec<Action>) {
+        let a = &mut self.alive;
+        let first = a.born.is_none();
+        let born = *a.born.get_or_insert(now);
+        if first || a.recvs != a.recvs_seen {
+            a.recvs_seen = a.recvs;
+            a.heard = now;
+            a.ping = None;
+        }
+        match self.phase {
+            Phase::Closed => {}
+            Phase::Login(_) => {
+                if now.saturating_sub(born) >= LOGIN_TIMEOUT {
+                    self.close(
+                        format!("login not finished after {} s", LOGIN_TIMEOUT.as_secs()),
+                        out,
+                    );
+                }
+            }
+            Phase::FullFeature(_) => match a.ping {
+                Some((_, sent)) if now.saturating_sub(sent) >= NOP_IN_TIMEOUT => {
+                    let silent = now.saturating_sub(a.heard).as_secs();
+                    self.close(
+                        format!(
+                            "the initiator answered no NOP-In ping for {} s (silent {silent} s)",
+                            NOP_IN_TIMEOUT.as_secs()
+                        ),
+                        out,
+                    );
+                }
+                Some(_) => {}
+                None if now.saturating_sub(a.heard) >= NOP_IN_INTERVAL => {
+                    // A Target Transfer Tag other than 0xffffffff asks for an echo; StatSN is
+                    // the next one but does not advance (RFC 7143 §11.19.6).
+                    let ttt = a.next_ttt % NO_TASK;
+                    a.next_ttt = a.next_ttt.wrapping_add(1);
+                    a.ping = Some((ttt, now));
+                    let nop = NopIn {
+                        data_segment_len: 0,
+                        lun: 0,
+                        itt: NO_TASK,
+                        ttt,
+                        stat_sn: self.stat_sn,
+                        exp_cmd_sn: self.exp_cmd_sn,
+                        max_cmd_sn: self.max_cmd_sn(),
+                    };
+                    out.push(Action::Send(send_pdu(&nop.to_bytes(), &[])));
+                }
+                None => {}
+            },
         }
     }
 
@@ -228,6 +322,7 @@ impl IserConn {
     /// SEND that way so immediate data lands in its own aligned buffer. The actions go into
     /// `out`.
     pub fn on_recv(&mut self, head: &[u8], body: &[u8], units: &dyn Units, out: &mut Vec<Action>) {
+        self.alive.recvs += 1;
         let max_data = match &self.phase {
             Phase::Login(_) => LOGIN_RECV_DATA,
             Phase::FullFeature(s) => s.params.max_recv_data_segment_length(),
@@ -391,7 +486,8 @@ impl IserConn {
     }
 
     fn nop_out(&mut self, n: &NopOut, data: &[u8], out: &mut Vec<Action>) {
-        // A NOP-Out answering a NOP-In of ours (ITT 0xffffffff) gets no answer.
+        // A NOP-Out answering a NOP-In of ours (ITT 0xffffffff) gets no answer; it is heard
+        // (on_recv counted it), which is what the ping asked for.
         if n.itt == NO_TASK {
             return;
         }

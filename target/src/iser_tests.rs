@@ -911,3 +911,80 @@ fn immediate_commands_beyond_the_window_get_task_set_full() {
     recv(&mut c, &p, &u, &mut out);
     assert!(matches!(out[0], Action::Task(_)));
 }
+
+#[test]
+fn a_silent_initiator_is_pinged_and_closed_when_it_does_not_answer() {
+    let s = Duration::from_secs;
+    let (mut c, u) = logged_in("Normal");
+    let mut out = Vec::new();
+    c.tick(s(100), &mut out);
+    c.tick(
+        s(100) + NOP_IN_INTERVAL - Duration::from_millis(1),
+        &mut out,
+    );
+    assert!(out.is_empty(), "no ping before the interval: {out:?}");
+    // Silent for the interval: a NOP-In that asks for an echo (a real Target Transfer Tag,
+    // no task), StatSN not advanced.
+    c.tick(s(100) + NOP_IN_INTERVAL, &mut out);
+    let p = sent(&out);
+    let Pdu::NopIn(ping) = p[0].0 else {
+        panic!("{p:?}")
+    };
+    assert_eq!(ping.itt, NO_TASK);
+    assert_ne!(ping.ttt, NO_TASK);
+    out.clear();
+    // The echo: a NOP-Out with the ping's tag and no task gets no answer, and is heard.
+    let echo = NopOut {
+        immediate: true,
+        data_segment_len: 0,
+        lun: 0,
+        itt: NO_TASK,
+        ttt: ping.ttt,
+        cmd_sn: 2,
+        exp_stat_sn: ping.stat_sn,
+    };
+    recv(
+        &mut c,
+        &build_send(&IserHeader::default(), &echo.to_bytes(), &[], &[]),
+        &u,
+        &mut out,
+    );
+    assert!(out.is_empty(), "{out:?}");
+    let heard = s(120);
+    c.tick(heard, &mut out);
+    c.tick(heard + NOP_IN_TIMEOUT, &mut out);
+    // Heard at 120 s: the next ping is due 15 s later, and the connection lives on.
+    let p = sent(&out);
+    assert_eq!(p.len(), 1, "{out:?}");
+    let Pdu::NopIn(second) = p[0].0 else {
+        panic!("{p:?}")
+    };
+    assert_ne!(second.ttt, ping.ttt);
+    assert_eq!(second.stat_sn, ping.stat_sn, "a ping takes no StatSN");
+    out.clear();
+    // Unanswered for the timeout: closed, with the reason.
+    c.tick(
+        heard + NOP_IN_TIMEOUT + NOP_IN_TIMEOUT - Duration::from_millis(1),
+        &mut out,
+    );
+    assert!(out.is_empty(), "{out:?}");
+    c.tick(heard + NOP_IN_TIMEOUT + NOP_IN_TIMEOUT, &mut out);
+    let [Action::Close(why)] = out.as_slice() else {
+        panic!("{out:?}")
+    };
+    assert!(why.contains("NOP-In"), "{why}");
+    out.clear();
+    c.tick(s(1000), &mut out);
+    assert!(out.is_empty(), "a closed connection is silent: {out:?}");
+
+    // A login that does not end is closed after LOGIN_TIMEOUT.
+    let mut l = IserConn::new(config(), NonZeroU16::new(4).unwrap(), [5; 17]);
+    l.tick(s(5), &mut out);
+    l.tick(s(5) + LOGIN_TIMEOUT - Duration::from_millis(1), &mut out);
+    assert!(out.is_empty(), "{out:?}");
+    l.tick(s(5) + LOGIN_TIMEOUT, &mut out);
+    assert!(
+        matches!(out.as_slice(), [Action::Close(w)] if w.contains("login")),
+        "{out:?}"
+    );
+}

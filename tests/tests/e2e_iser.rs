@@ -266,6 +266,20 @@ impl IserHost {
         read: Option<usize>,
         write: Option<usize>,
     ) -> (ScsiResponse, Vec<u8>) {
+        self.scsi_imm(cdb, edtl, read, write, &[])
+    }
+
+    /// [`Self::scsi`] with `imm` as immediate data in the command's SEND; `write` (if any)
+    /// is where the rest of the data-out lies, as open-iscsi's iser sets its write VA past
+    /// the immediate bytes.
+    fn scsi_imm(
+        &mut self,
+        cdb: &[u8],
+        edtl: u32,
+        read: Option<usize>,
+        write: Option<usize>,
+        imm: &[u8],
+    ) -> (ScsiResponse, Vec<u8>) {
         let mut c16 = [0u8; 16];
         c16[..cdb.len()].copy_from_slice(cdb);
         let itt = self.itt;
@@ -274,10 +288,10 @@ impl IserHost {
             immediate: false,
             final_pdu: true,
             read: read.is_some(),
-            write: write.is_some(),
+            write: write.is_some() || !imm.is_empty(),
             attr: TaskAttr::SIMPLE,
             total_ahs_words: 0,
-            data_segment_len: 0,
+            data_segment_len: imm.len() as u32,
             lun: encode_lun(0).unwrap(),
             itt,
             expected_data_len: edtl,
@@ -291,7 +305,7 @@ impl IserHost {
             read: read.map(|o| self.buffer(o)),
         };
         let (pdu, data) = self
-            .exchange(&build_send(&hdr, &cmd.to_bytes(), &[], &[]))
+            .exchange(&build_send(&hdr, &cmd.to_bytes(), &[], imm))
             .expect("SCSI answer");
         let Pdu::ScsiResponse(r) = pdu else {
             panic!("not a SCSI Response: {pdu:?}")
@@ -437,6 +451,68 @@ fn an_iser_host_logs_in_writes_reads_and_logs_out() {
     // buffers.
     assert_eq!(copied(&target), 0);
 
+    // Immediate data. A 4 KiB write that comes whole in its SEND is written from the receive
+    // buffer: no RDMA READ, no copy.
+    let small = pattern(11, 4096);
+    let (r, _) = h.scsi_imm(
+        &[opcode::WRITE_10, 0, 0, 0, 0, 200, 0, 0, 1, 0],
+        4096,
+        None,
+        None,
+        &small,
+    );
+    assert_eq!(r.status, Status::GOOD, "{r:?}");
+    assert_eq!(copied(&target), 0);
+    // 64 KiB whose first 8 KiB come immediate (open-iscsi's TargetRecvDataSegmentLength) and
+    // the rest from the host's buffer past them: the 8 KiB are copied in front of what the
+    // RDMA READ fetches, and counted.
+    let big = pattern(12, 64 << 10);
+    h.write_data(0, &big);
+    let (r, _) = h.scsi_imm(
+        &[opcode::WRITE_10, 0, 0, 0, 0, 201, 0, 0, 16, 0],
+        64 << 10,
+        None,
+        Some(8 << 10),
+        &big[..8 << 10],
+    );
+    assert_eq!(r.status, Status::GOOD, "{r:?}");
+    assert_eq!(copied(&target), 8 << 10);
+    h.write_data(128 << 10, &[0u8; 68 << 10]);
+    let (r, _) = h.scsi(
+        &[opcode::READ_10, 0, 0, 0, 0, 200, 0, 0, 17, 0],
+        68 << 10,
+        Some(128 << 10),
+        None,
+    );
+    assert_eq!(r.status, Status::GOOD);
+    assert_eq!(h.read_data(128 << 10, 4096), small);
+    assert_eq!(h.read_data((128 << 10) + 4096, 64 << 10), big);
+    // More immediate data than the command moves: refused, and nothing written.
+    let (r, d) = h.scsi_imm(
+        &[opcode::WRITE_10, 0, 0, 0, 0, 200, 0, 0, 1, 0],
+        4096,
+        None,
+        None,
+        &[9u8; 8192],
+    );
+    assert_eq!(r.status, Status::CHECK_CONDITION);
+    assert_eq!(
+        sense(&d).key,
+        raidline_scsi::sense::SenseKey::ILLEGAL_REQUEST
+    );
+    // The receives the immediate writes held went back: a long run of them still goes.
+    for i in 0..300u32 {
+        let lba = 200 + (i % 50) as u8;
+        let (r, _) = h.scsi_imm(
+            &[opcode::WRITE_10, 0, 0, 0, 0, lba, 0, 0, 1, 0],
+            4096,
+            None,
+            None,
+            &small,
+        );
+        assert_eq!(r.status, Status::GOOD, "write {i}: {r:?}");
+    }
+
     // `raidline status` sees the session.
     let sessions = target.shared().iscsi_sessions.lock().unwrap().len();
     assert_eq!(sessions, 1);
@@ -560,4 +636,40 @@ fn chap_is_required_and_checked_both_ways() {
             );
         }
     }
+}
+
+#[test]
+fn a_namespace_disabled_and_enabled_again_is_not_ready_then_a_unit_attention() {
+    use raidline_scsi::sense::{Asc, SenseKey};
+    let (net, target) = iser_rig();
+    let mut h = IserHost::connect(&net, "host1", PORTAL.parse().unwrap());
+    h.log_in();
+    let tur = [opcode::TEST_UNIT_READY, 0, 0, 0, 0, 0];
+    let (r, _) = h.scsi(&tur, 0, None, None);
+    assert_eq!(r.status, Status::GOOD);
+    // `raidline ns disable`: NOT READY, manual intervention required.
+    target
+        .shared()
+        .set_namespace_active(SUBNQN, 1, false)
+        .expect("disable");
+    let (r, d) = h.scsi(&tur, 0, None, None);
+    assert_eq!(r.status, Status::CHECK_CONDITION);
+    assert_eq!(
+        (sense(&d).key, sense(&d).asc),
+        (SenseKey::NOT_READY, Asc::NOT_READY_MANUAL_INTERVENTION)
+    );
+    // Enabled again: the next command gets UNIT ATTENTION, NOT READY TO READY CHANGE, once;
+    // then the unit is ready.
+    target
+        .shared()
+        .set_namespace_active(SUBNQN, 1, true)
+        .expect("enable");
+    let (r, d) = h.scsi(&tur, 0, None, None);
+    assert_eq!(r.status, Status::CHECK_CONDITION);
+    assert_eq!(
+        (sense(&d).key, sense(&d).asc),
+        (SenseKey::UNIT_ATTENTION, Asc::NOT_READY_TO_READY_CHANGE)
+    );
+    let (r, _) = h.scsi(&tur, 0, None, None);
+    assert_eq!(r.status, Status::GOOD);
 }

@@ -86,9 +86,11 @@ pub(crate) struct Control<F: Fabric> {
 /// Commands an iSER session may have in flight (its CmdSN window): what open-iscsi's iser
 /// transport queues per session by default (`ISER_DEF_XMIT_CMDS_MAX`).
 const ISER_QUEUE_DEPTH: u32 = 128;
-/// Receives beyond the command window, for what the initiator sends immediately (NOP-Out,
-/// task management, Logout, Text).
-const ISER_EXTRA_RECVS: u32 = 8;
+/// Receives beyond the command window. A write with immediate data keeps its receive until its
+/// data is written, so a full window and [`crate::iser::MAX_IMMEDIATE_TASKS`] immediate
+/// commands hold that many; eight more stay posted for what the initiator sends immediately
+/// (NOP-Out, task management, Logout, Text).
+const ISER_EXTRA_RECVS: u32 = crate::iser::MAX_IMMEDIATE_TASKS as u32 + 8;
 
 impl<F: Fabric> Control<F> {
     pub(crate) fn new(

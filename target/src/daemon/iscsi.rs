@@ -100,10 +100,11 @@ impl IscsiServed {
         }
         let mut config = LoginConfig::new(login, true);
         config.portal_group_tag = 1;
-        // Write data is fetched by RDMA READ, never taken from the command's SEND: ImmediateData
-        // No keeps every write on the same zero-copy path as NVMe/RDMA's keyed data (and
-        // InitialR2T stays Yes: no unsolicited Data-Out).
-        config.prefs.immediate_data = false;
+        // ImmediateData Yes (the default): a write of up to TargetRecvDataSegmentLength (8 KiB)
+        // comes whole in its command's SEND and is written from the receive buffer, with no
+        // RDMA READ round trip (LIO's isert does the same); a larger one brings its first
+        // 8 KiB that way, copied into the pool buffer the rest is fetched into. InitialR2T
+        // stays Yes: no unsolicited Data-Out PDUs.
         Ok(IscsiServed {
             config,
             listen,
@@ -143,6 +144,7 @@ impl IscsiServed {
             conn: IserConn::new(Arc::new(config), tsih, nonce),
             units: QueueUnits {
                 targets: self.targets.clone(),
+                regained: Vec::new(),
             },
         })
     }
@@ -160,15 +162,25 @@ pub(crate) struct IserQueue {
 #[derive(Debug)]
 pub(crate) struct QueueUnits {
     targets: Vec<ServedTarget>,
+    /// The LUNs of the session's target that the last [`QueueUnits::refresh`] found ready
+    /// again (kept: no allocation per command).
+    pub regained: Vec<u16>,
 }
 
 impl QueueUnits {
     /// Takes each unit's readiness from its namespace now (a disabled namespace's LUN is not
-    /// ready).
-    pub(crate) fn refresh(&mut self, namespaces: &[Arc<NsEntry>]) {
+    /// ready). The LUNs of `target` (the session's) that were not ready and are now go into
+    /// [`QueueUnits::regained`]: the connection owes them a unit attention.
+    pub(crate) fn refresh(&mut self, namespaces: &[Arc<NsEntry>], target: Option<&str>) {
+        self.regained.clear();
         for t in &mut self.targets {
+            let ours = target.is_some_and(|n| t.name.eq_ignore_ascii_case(n));
             for l in &mut t.luns {
-                l.unit.ready = namespaces[l.ns].info.active.get();
+                let ready = namespaces[l.ns].info.active.get();
+                if ours && ready && !l.unit.ready {
+                    self.regained.push(l.lun);
+                }
+                l.unit.ready = ready;
             }
         }
     }

@@ -126,6 +126,8 @@ pub(crate) struct Poller<F: Fabric> {
     spare_reqs: Vec<Box<Req>>,
     /// Scratch of the iSER connections' actions (kept: no allocation per PDU for the list).
     iser_out: Vec<crate::iser::Action>,
+    /// The iSER keep-alive's clock: its zero, and when the connections are next ticked.
+    iser_clock: (Instant, Instant),
     draining: bool,
     pace: pace::PollerPacing,
     /// The poller's own io_uring (`io_path = "ring"` where the kernel has one).
@@ -210,6 +212,7 @@ impl<F: Fabric> Poller<F> {
             stash: Vec::new(),
             spare_reqs: Vec::new(),
             iser_out: Vec::new(),
+            iser_clock: (Instant::now(), Instant::now()),
             draining: false,
             pace: pace::PollerPacing::new(),
             ring: io.ring,
@@ -290,6 +293,7 @@ impl<F: Fabric> Poller<F> {
             work += self.events();
             work += self.serve_buf_waiters();
             work += self.pace();
+            self.iser_keepalive();
             self.reap();
             if self.draining {
                 self.drain_watch();
@@ -921,6 +925,7 @@ impl<F: Fabric> Poller<F> {
             chunked: 0,
             flush_nss: VecDeque::new(),
             itt,
+            immediate: (0, 0),
         };
         match self.spare_reqs.pop() {
             Some(mut b) => {
@@ -1023,6 +1028,10 @@ impl<F: Fabric> Poller<F> {
     }
 
     fn after_buf(&mut self, q: &mut Queue<F>, mut req: Box<Req>, then: AfterBuf) {
+        if req.immediate.1 > 0 && req.slot.is_some() {
+            // An iSCSI write's immediate data, in its receive: to the buffer's front.
+            self.iser_take_immediate(q, &mut req);
+        }
         match then {
             AfterBuf::Fetch(remote) => {
                 req.remote = Some(remote);
@@ -1045,7 +1054,13 @@ impl<F: Fabric> Poller<F> {
     /// Posts waiting RDMA READs while the negotiated initiator depth and the pacer allow.
     fn pump_reads(&mut self, q: &mut Queue<F>) {
         while q.reads_in_flight < u32::from(q.setup.initiator_depth.max(1)) && !q.closing {
-            let Some(len) = q.read_wait.front().map(|r| r.data_len as u64) else {
+            // What is fetched: the buffer after any immediate data already in it.
+            let Some((at, len)) = q.read_wait.front().map(|r| {
+                (
+                    r.immediate.1,
+                    r.data_len.saturating_sub(r.immediate.1) as u64,
+                )
+            }) else {
                 return;
             };
             if !self.pace_gate(q, len) {
@@ -1058,7 +1073,7 @@ impl<F: Fabric> Poller<F> {
                 self.recycle(req);
                 continue;
             };
-            let sge = match self.pool.sge(buf, req.data_len) {
+            let sge = match self.pool.sge_at(buf, at, len as usize) {
                 Ok(s) => s,
                 Err(e) => {
                     q.close(format!("pool buffer not registered: {e}"));

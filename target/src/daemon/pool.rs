@@ -34,9 +34,10 @@ pub(crate) struct Pool<F: Fabric> {
 }
 
 /// Where an [`IoBuf`] sits in registered memory.
-fn sge_of<F: Fabric>(mr: &F::Mr, buf: &IoBuf, len: usize) -> Result<Sge, FabricError> {
-    let len = u32::try_from(len.min(buf.len())).unwrap_or(u32::MAX);
-    mr.sge(buf.offset() as u64, len)
+fn sge_of<F: Fabric>(mr: &F::Mr, buf: &IoBuf, at: usize, len: usize) -> Result<Sge, FabricError> {
+    let at = at.min(buf.len());
+    let len = u32::try_from(len.min(buf.len() - at)).unwrap_or(u32::MAX);
+    mr.sge((buf.offset() + at) as u64, len)
 }
 
 impl<F: Fabric> Pool<F> {
@@ -108,8 +109,18 @@ impl<F: Fabric> Pool<F> {
 
     /// An SGE over the first `len` bytes of `buf` (a buffer of this pool).
     pub(crate) fn sge(&mut self, buf: &IoBuf, len: usize) -> Result<Sge, FabricError> {
+        self.sge_at(buf, 0, len)
+    }
+
+    /// The scatter/gather entry of `len` bytes of a pool buffer from byte `at` on.
+    pub(crate) fn sge_at(
+        &mut self,
+        buf: &IoBuf,
+        at: usize,
+        len: usize,
+    ) -> Result<Sge, FabricError> {
         match self.class_of(buf) {
-            Some(c) => sge_of::<F>(&c.mr, buf, len),
+            Some(c) => sge_of::<F>(&c.mr, buf, at, len),
             None => Err(FabricError::InvalidArgument(
                 "buffer is not from this pool".into(),
             )),
@@ -202,10 +213,10 @@ impl<F: Fabric> RecvBuffers<F> {
     /// The SGEs of a receive: the command, then the in-capsule data buffer if any (on the
     /// stack: every command's receive is reposted through here).
     pub(crate) fn sges(&self, cmd: &IoBuf, icd: Option<&IoBuf>) -> Result<RecvSges, FabricError> {
-        let first = sge_of::<F>(&self.cmd_mr, cmd, self.head)?;
+        let first = sge_of::<F>(&self.cmd_mr, cmd, 0, self.head)?;
         Ok(match (&self.icd_mr, icd) {
             (Some(mr), Some(b)) => RecvSges {
-                sges: [first, sge_of::<F>(mr, b, b.len())?],
+                sges: [first, sge_of::<F>(mr, b, 0, b.len())?],
                 n: 2,
             },
             _ => RecvSges {

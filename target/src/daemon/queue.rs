@@ -127,6 +127,10 @@ pub(crate) struct Req {
     pub flush_nss: VecDeque<usize>,
     /// The Initiator Task Tag of an iSCSI command (iSER queues only).
     pub itt: u32,
+    /// An iSCSI write whose first bytes came as immediate data and whose rest is fetched:
+    /// where they lie in `slot`'s in-capsule buffer and how many (they are copied to the front
+    /// of the pool buffer, and the RDMA READ lands after them). (0, 0) otherwise.
+    pub immediate: (usize, usize),
 }
 
 impl Req {

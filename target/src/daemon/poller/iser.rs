@@ -26,8 +26,10 @@ use crate::status::StorageError;
 const INLINE_MAX: usize = 128;
 
 impl<F: Fabric> Poller<F> {
-    /// A SEND arrived on an iSER queue: its PDU goes to the connection; the receive goes back
-    /// at once (immediate data is not negotiated, so no command keeps its buffer).
+    /// A SEND arrived on an iSER queue: its PDU goes to the connection. The receive goes back
+    /// at once, unless a write's immediate data lies in it: then the task keeps it until its
+    /// data is written (all of it immediate: written from the receive buffer itself, as NVMe's
+    /// in-capsule data) or copied to the front of the pool buffer the rest is fetched into.
     pub(super) fn on_iser_recv(&mut self, q: &mut Queue<F>, slot: Slot, len: usize) {
         if self.draining {
             return self.drop_slot(q, slot);
@@ -35,7 +37,18 @@ impl<F: Fabric> Poller<F> {
         let Some(mut iq) = q.iser.take() else {
             return self.drop_slot(q, slot);
         };
-        iq.units.refresh(&self.shared.namespaces);
+        {
+            let target = iq.conn.session().and_then(|s| s.target_name.as_deref());
+            iq.units.refresh(&self.shared.namespaces, target);
+        }
+        if !iq.units.regained.is_empty() {
+            // A namespace enabled again (SPC-5 §5.14: NOT READY TO READY CHANGE): Linux sd
+            // retries the command that gets it and revalidates the disk.
+            iq.conn.unit_attention(
+                &iq.units.regained,
+                raidline_scsi::sense::Asc::NOT_READY_TO_READY_CHANGE,
+            );
+        }
         let mut out = std::mem::take(&mut self.iser_out);
         {
             let head = &slot.cmd[..len.min(HEAD_LEN).min(slot.cmd.len())];
@@ -82,12 +95,49 @@ impl<F: Fabric> Poller<F> {
             }
         }
         q.iser = Some(iq);
-        self.post_recv(q, slot);
-        self.iser_actions(q, out);
+        let keep = out
+            .iter()
+            .any(|a| matches!(a, Action::Task(t) if t.immediate.1 > 0));
+        let slot = if keep {
+            Some(slot)
+        } else {
+            self.post_recv(q, slot);
+            None
+        };
+        self.iser_actions(q, out, slot);
     }
 
-    /// Runs `out`'s actions (drained) and keeps the vector as the poller's scratch.
-    fn iser_actions(&mut self, q: &mut Queue<F>, mut out: Vec<Action>) {
+    /// Ticks every iSER connection's keep-alive ([`crate::iser::IserConn::tick`]) about once
+    /// a second: pings to silent initiators, and closing those that do not answer.
+    pub(super) fn iser_keepalive(&mut self) {
+        let now = self.clock();
+        let (zero, next) = self.iser_clock;
+        if now < next {
+            return;
+        }
+        self.iser_clock.1 = now + std::time::Duration::from_secs(1);
+        let qpns: Vec<u32> = self
+            .queues
+            .iter()
+            .filter(|(_, q)| q.iser.is_some() && !q.closing)
+            .map(|(k, _)| k)
+            .collect();
+        for qpn in qpns {
+            let Some(mut q) = self.queues.take(qpn) else {
+                continue;
+            };
+            if let Some(iq) = q.iser.as_mut() {
+                let mut out = std::mem::take(&mut self.iser_out);
+                iq.conn.tick(now.saturating_duration_since(zero), &mut out);
+                self.iser_actions(&mut q, out, None);
+            }
+            self.queues.put(q);
+        }
+    }
+
+    /// Runs `out`'s actions (drained) and keeps the vector as the poller's scratch. `slot` is
+    /// the receive whose immediate data the task among them takes.
+    fn iser_actions(&mut self, q: &mut Queue<F>, mut out: Vec<Action>, mut slot: Option<Slot>) {
         let mut it = out.drain(..).peekable();
         while let Some(a) = it.next() {
             match a {
@@ -114,12 +164,18 @@ impl<F: Fabric> Poller<F> {
                         ));
                     }
                 }
-                Action::Task(t) => self.iser_task(q, t),
+                Action::Task(t) => {
+                    let s = if t.immediate.1 > 0 { slot.take() } else { None };
+                    self.iser_task(q, t, s)
+                }
                 Action::Close(why) => q.close(format!("iSCSI: {why}")),
             }
         }
         drop(it);
         self.iser_out = out;
+        if let Some(s) = slot {
+            self.post_recv(q, s);
+        }
     }
 
     /// A pool buffer of at least `len` bytes: the smallest class that has one free, not only
@@ -241,8 +297,8 @@ impl<F: Fabric> Poller<F> {
         self.new_req(None, raidline_proto::Sqe::new(0, 0), 0, started, itt)
     }
 
-    /// Starts a task's storage work, as an NVMe command's.
-    fn iser_task(&mut self, q: &mut Queue<F>, t: Task) {
+    /// Starts a task's storage work, as an NVMe command's; `slot` holds its immediate data.
+    fn iser_task(&mut self, q: &mut Queue<F>, t: Task, slot: Option<Slot>) {
         let target = q
             .iser
             .as_ref()
@@ -250,22 +306,14 @@ impl<F: Fabric> Poller<F> {
             .and_then(|s| s.target_name.clone())
             .unwrap_or_default();
         let Some(ns) = q.iser.as_ref().and_then(|i| i.units.ns_of(&target, t.lun)) else {
+            if let Some(s) = slot {
+                self.post_recv(q, s);
+            }
             return self.iser_finish(q, t.itt, Err(Sense::lun_not_supported()));
         };
         let bs = u64::from(self.shared.namespaces[ns].info.block_size);
         let mut req = self.iser_req(t.itt);
-        let fetch = |req: &mut Req, (r, len): (raidline_scsi::iser::RemoteBuffer, u32)| {
-            req.remote = None;
-            (
-                DataLocation::Remote {
-                    address: r.va,
-                    length: len,
-                    key: r.stag,
-                    invalidate: false,
-                },
-                len as usize,
-            )
-        };
+        req.slot = slot;
         match t.io {
             Io::Read { lba, blocks, .. } => {
                 let len = (u64::from(blocks) * bs) as usize;
@@ -284,15 +332,11 @@ impl<F: Fabric> Poller<F> {
             }
             Io::Write { lba, blocks, fua } => {
                 let len = (u64::from(blocks) * bs) as usize;
-                let Some(f) = t.fetch else {
-                    return self.iser_finish(q, t.itt, Err(Sense::internal_failure()));
-                };
-                let (loc, n) = fetch(&mut req, f);
                 req.step = Step::Write { ns, lba, len, fua };
                 req.account = Some((ns, false, len as u64));
                 // As an NVMe write with keyed data: a stream's writes gather into whole stripes.
                 self.write_coming(ns, lba, len, req.started);
-                self.fetch(q, req, loc, n);
+                self.iser_data_in(q, req, &t, len);
             }
             Io::Flush => {
                 req.flush_nss.clear();
@@ -307,14 +351,74 @@ impl<F: Fabric> Poller<F> {
                 self.with_buffer(q, req, len, AfterBuf::Storage);
             }
             io @ (Io::WriteSame { .. } | Io::Unmap { .. }) => {
-                let Some(f) = t.fetch else {
-                    return self.iser_finish(q, t.itt, Err(Sense::internal_failure()));
-                };
-                let (loc, n) = fetch(&mut req, f);
+                let len = t.immediate.1 + t.fetch.map_or(0, |(_, n)| n as usize);
                 req.step = Step::ScsiOut { ns, lun: t.lun, io };
-                self.fetch(q, req, loc, n);
+                self.iser_data_in(q, req, &t, len);
             }
         }
+    }
+
+    /// Brings a task's `len` bytes of data-out to its request, then [`Self::on_data`]:
+    /// - all of it immediate, at the start of the receive's data buffer: that buffer is the
+    ///   request's data (zero-copy, as NVMe's in-capsule data);
+    /// - none immediate: RDMA READ into a pool buffer (zero-copy);
+    /// - some immediate (open-iscsi sends up to TargetRecvDataSegmentLength, 8 KiB, of any
+    ///   larger write that way): the immediate bytes are copied to the front of a pool buffer
+    ///   and the rest is fetched after them, as LIO's isert does. The copy is counted in
+    ///   `raidline_payload_bytes_copied_total`.
+    fn iser_data_in(&mut self, q: &mut Queue<F>, mut req: Box<Req>, t: &Task, len: usize) {
+        let (at, n) = t.immediate;
+        let fetched = t.fetch.map_or(0, |(_, m)| m as usize);
+        if n + fetched != len || (n > 0 && req.slot.is_none()) {
+            // IserConn::plan makes these agree; a task that does not is answered, not run.
+            if let Some(s) = req.slot.take() {
+                self.post_recv(q, s);
+            }
+            let itt = req.itt;
+            self.recycle(req);
+            return self.iser_finish(q, itt, Err(Sense::internal_failure()));
+        }
+        match t.fetch {
+            None if at == 0 => {
+                req.icd_len = n;
+                let loc = DataLocation::InCapsule { length: n as u32 };
+                self.fetch(q, req, loc, len);
+            }
+            None => {
+                // Immediate data behind an AHS (no CDB here has one): copied into a buffer.
+                req.immediate = (at, n);
+                self.with_buffer(q, req, len, AfterBuf::Storage);
+            }
+            Some((r, _)) => {
+                req.immediate = (at, n);
+                let remote = RemoteBuf {
+                    addr: r.va,
+                    rkey: r.stag,
+                };
+                self.with_buffer(q, req, len, AfterBuf::Fetch(remote));
+            }
+        }
+    }
+
+    /// Copies a request's immediate data from its receive to the front of its pool buffer,
+    /// and gives the receive back.
+    pub(super) fn iser_take_immediate(&mut self, q: &mut Queue<F>, req: &mut Req) {
+        let (at, n) = std::mem::take(&mut req.immediate);
+        let Some(slot) = req.slot.take() else {
+            return;
+        };
+        if let (Some(icd), Some(buf)) = (slot.icd.as_ref(), req.data.as_mut()) {
+            if let (Some(src), Some(dst)) = (icd.get(at..at + n), buf.get_mut(..n)) {
+                dst.copy_from_slice(src);
+                self.shared
+                    .data_path
+                    .payload_bytes_copied
+                    .fetch_add(n as u64, Ordering::Relaxed);
+            }
+        }
+        // What is fetched lands after the copied bytes.
+        req.immediate = (0, n);
+        self.post_recv(q, slot);
     }
 
     /// UNMAP's parameter list or WRITE SAME's block is here: the unit reads it, and the ranges
@@ -374,6 +478,14 @@ impl<F: Fabric> Poller<F> {
         if req.data_src == DataSrc::Icd {
             self.drop_data(&mut req);
         }
+        // A write's immediate data was written from its receive: the receive goes back.
+        if let Some(s) = req.slot.take() {
+            if q.closing {
+                self.drop_slot(q, s);
+            } else {
+                self.post_recv(q, s);
+            }
+        }
         let lba = match &req.step {
             Step::Read { lba, .. } | Step::Write { lba, .. } => *lba,
             _ => 0,
@@ -419,7 +531,7 @@ impl<F: Fabric> Poller<F> {
         } else {
             self.recycle(req);
         }
-        self.iser_actions(q, out);
+        self.iser_actions(q, out, None);
     }
 
     /// RDMA WRITE of a read's data from its pool buffer, then the response; the request (and
@@ -470,6 +582,6 @@ impl<F: Fabric> Poller<F> {
         let mut out = std::mem::take(&mut self.iser_out);
         iq.conn.complete(itt, result, &mut out);
         q.iser = Some(iq);
-        self.iser_actions(q, out);
+        self.iser_actions(q, out, None);
     }
 }
