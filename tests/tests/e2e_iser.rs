@@ -673,3 +673,52 @@ fn a_namespace_disabled_and_enabled_again_is_not_ready_then_a_unit_attention() {
     let (r, _) = h.scsi(&tur, 0, None, None);
     assert_eq!(r.status, Status::GOOD);
 }
+
+#[test]
+fn a_login_with_the_isid_of_a_live_session_reinstates_it() {
+    let (net, target) = iser_rig();
+    let mut old = IserHost::connect(&net, "host1", PORTAL.parse().unwrap());
+    old.log_in();
+    let data = pattern(21, 4096);
+    let (r, _) = old.scsi_imm(
+        &[opcode::WRITE_10, 0, 0, 0, 0, 50, 0, 0, 1, 0],
+        4096,
+        None,
+        None,
+        &data,
+    );
+    assert_eq!(r.status, Status::GOOD);
+    // The initiator lost its connection (the target did not see it go) and logs in again
+    // with the same name and ISID: the new login is answered once the old session is closed.
+    let mut new = IserHost::connect(&net, "host1", PORTAL.parse().unwrap());
+    new.log_in();
+    // Answered only once the old session was gone: one session from the login's end on.
+    let sessions = target.shared().iscsi_sessions.lock().unwrap().len();
+    assert_eq!(sessions, 1);
+    let nop = raidline_scsi::iscsi::pdu::NopOut {
+        immediate: true,
+        data_segment_len: 0,
+        lun: 0,
+        itt: 7,
+        ttt: 0xffff_ffff,
+        cmd_sn: old.cmd_sn,
+        exp_stat_sn: 0,
+    };
+    let got = old.exchange(&build_send(
+        &IserHeader::default(),
+        &nop.to_bytes(),
+        &[],
+        &[],
+    ));
+    assert!(got.is_err(), "the old connection still answers: {got:?}");
+    // The new session serves the same data.
+    new.write_data(0, &[0u8; 4096]);
+    let (r, _) = new.scsi(
+        &[opcode::READ_10, 0, 0, 0, 0, 50, 0, 0, 1, 0],
+        4096,
+        Some(0),
+        None,
+    );
+    assert_eq!(r.status, Status::GOOD);
+    assert_eq!(new.read_data(0, 4096), data);
+}

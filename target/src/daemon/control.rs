@@ -553,6 +553,17 @@ impl<F: Fabric> Control<F> {
         match msg {
             ControlMsg::Auth(job) => self.authenticate(job),
             ControlMsg::AuthDone(job, result) => self.auth_done(job, result),
+            ControlMsg::CloseConn { conn, reason } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    if !c.closed {
+                        self.pollers[c.poller].send(PollerMsg::Close(conn, reason));
+                    }
+                    if !c.disconnected {
+                        c.disconnected = true;
+                        let _ = self.cm.disconnect(conn);
+                    }
+                }
+            }
             ControlMsg::QueueClosed { conn, role, reason } => {
                 self.queue_closed(role, &reason);
                 if let Some(c) = self.conns.get_mut(&conn) {

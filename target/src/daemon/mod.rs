@@ -189,6 +189,9 @@ pub(crate) enum ControlMsg {
     Auth(AuthJob),
     /// The authentication thread ran a step: back to the queue's poller.
     AuthDone(AuthJob, AuthResult),
+    /// Close this connection, wherever its queue lives (an iSCSI session reinstated by a new
+    /// login of the same initiator and ISID).
+    CloseConn { conn: ConnId, reason: String },
 }
 
 /// An Authentication Send's payload or an Authentication Receive, for the control thread.

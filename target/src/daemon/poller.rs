@@ -128,6 +128,8 @@ pub(crate) struct Poller<F: Fabric> {
     iser_out: Vec<crate::iser::Action>,
     /// The iSER keep-alive's clock: its zero, and when the connections are next ticked.
     iser_clock: (Instant, Instant),
+    /// Logins reinstating a session, answered once the old session is gone.
+    iser_held: Vec<iser::HeldLogin>,
     draining: bool,
     pace: pace::PollerPacing,
     /// The poller's own io_uring (`io_path = "ring"` where the kernel has one).
@@ -213,6 +215,7 @@ impl<F: Fabric> Poller<F> {
             spare_reqs: Vec::new(),
             iser_out: Vec::new(),
             iser_clock: (Instant::now(), Instant::now()),
+            iser_held: Vec::new(),
             draining: false,
             pace: pace::PollerPacing::new(),
             ring: io.ring,

@@ -81,6 +81,18 @@ pub struct IscsiSessionStatus {
     pub poller: u32,
 }
 
+impl IscsiSessionStatus {
+    /// Whether `other` is the same session (RFC 7143 §4.4.1: the initiator name and the ISID,
+    /// towards the same target): a login of it reinstates this one.
+    pub fn same_session(&self, other: &IscsiSessionStatus) -> bool {
+        self.session_type == "Normal"
+            && other.session_type == "Normal"
+            && self.isid == other.isid
+            && self.initiator.eq_ignore_ascii_case(&other.initiator)
+            && self.target.eq_ignore_ascii_case(&other.target)
+    }
+}
+
 /// One RAID-5 array.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ArrayStatus {

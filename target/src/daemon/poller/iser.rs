@@ -11,19 +11,30 @@
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
-use raidline_fabric::{Fabric, Payload, RemoteBuf, SendOp, SendWr, WrId};
+use raidline_fabric::{ConnId, Fabric, Payload, RemoteBuf, SendOp, SendWr, WrId};
 use raidline_proto::{Status, StatusCode};
 use raidline_scsi::sbc::{Io, WriteSameAction};
 use raidline_scsi::sense::Sense;
 
 use super::super::queue::{DataSrc, Queue, Req, Slot, Step, Wr};
-use super::{AfterBuf, Poller};
+use super::{AfterBuf, ControlMsg, Poller};
 use crate::io::DataLocation;
 use crate::iser::{Action, Task, HEAD_LEN};
 use crate::status::StorageError;
 
 /// Largest SEND payload that goes inline (the QP's `max_inline_data`).
 const INLINE_MAX: usize = 128;
+/// How long a reinstating login waits for its old session's tasks to end (less than
+/// [`crate::iser::NOP_IN_INTERVAL`]: the new connection is not pinged before its login ends).
+const REINSTATE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A login that reinstates a session: its final answer waits for the old session to go.
+pub(super) struct HeldLogin {
+    qpn: u32,
+    waits_for: Vec<ConnId>,
+    actions: Vec<Action>,
+    since: std::time::Instant,
+}
 
 impl<F: Fabric> Poller<F> {
     /// A SEND arrived on an iSER queue: its PDU goes to the connection. The receive goes back
@@ -87,11 +98,47 @@ impl<F: Fabric> Poller<F> {
                         &st.target
                     }
                 );
-                self.shared
-                    .iscsi_sessions
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(q.conn, st);
+                let old = {
+                    let mut sessions = self
+                        .shared
+                        .iscsi_sessions
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner());
+                    let old: Vec<ConnId> = sessions
+                        .iter()
+                        .filter(|(c, o)| **c != q.conn && o.same_session(&st))
+                        .map(|(c, _)| *c)
+                        .collect();
+                    sessions.insert(q.conn, st);
+                    old
+                };
+                if !old.is_empty() {
+                    // Session reinstatement (RFC 7143 §6.3.5): the initiator logged in again
+                    // with the ISID of a session the target still has, after losing its
+                    // connection. The old one is closed, and the new login answered only once
+                    // the old tasks have ended: a write of the old session must not land
+                    // after the same initiator's writes on the new one.
+                    tracing::warn!(
+                        "iSCSI session reinstatement: {} logged in again with ISID {}; its old                          connection is closed first ({} in all)",
+                        s.initiator_name,
+                        s.isid.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+                        old.len()
+                    );
+                    for &conn in &old {
+                        self.shared.tell_control(ControlMsg::CloseConn {
+                            conn,
+                            reason: "iSCSI session reinstated by a new login".into(),
+                        });
+                    }
+                    let held = std::mem::take(&mut out);
+                    let since = self.clock();
+                    self.iser_held.push(HeldLogin {
+                        qpn: q.qp_num().0,
+                        waits_for: old,
+                        actions: held,
+                        since,
+                    });
+                }
             }
         }
         q.iser = Some(iq);
@@ -110,6 +157,9 @@ impl<F: Fabric> Poller<F> {
     /// Ticks every iSER connection's keep-alive ([`crate::iser::IserConn::tick`]) about once
     /// a second: pings to silent initiators, and closing those that do not answer.
     pub(super) fn iser_keepalive(&mut self) {
+        if !self.iser_held.is_empty() {
+            self.iser_release_logins();
+        }
         let now = self.clock();
         let (zero, next) = self.iser_clock;
         if now < next {
@@ -130,6 +180,37 @@ impl<F: Fabric> Poller<F> {
                 let mut out = std::mem::take(&mut self.iser_out);
                 iq.conn.tick(now.saturating_duration_since(zero), &mut out);
                 self.iser_actions(&mut q, out, None);
+            }
+            self.queues.put(q);
+        }
+    }
+
+    /// Answers the reinstating logins whose old sessions are gone; closes those still waiting
+    /// after [`REINSTATE_WAIT`] (the initiator retries its login later).
+    fn iser_release_logins(&mut self) {
+        let now = self.clock();
+        let held = std::mem::take(&mut self.iser_held);
+        for h in held {
+            let waiting = {
+                let sessions = self
+                    .shared
+                    .iscsi_sessions
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                h.waits_for.iter().any(|c| sessions.contains_key(c))
+            };
+            let Some(mut q) = self.queues.take(h.qpn) else {
+                continue;
+            };
+            if !waiting {
+                self.iser_actions(&mut q, h.actions, None);
+            } else if now.saturating_duration_since(h.since) >= REINSTATE_WAIT {
+                q.close(format!(
+                    "the old session of a reinstating login still has tasks after {} s",
+                    REINSTATE_WAIT.as_secs()
+                ));
+            } else {
+                self.iser_held.push(h);
             }
             self.queues.put(q);
         }
