@@ -929,6 +929,7 @@ impl<F: Fabric> Poller<F> {
             flush_nss: VecDeque::new(),
             itt,
             immediate: (0, 0),
+            iser_resp: Vec::new(),
         };
         match self.spare_reqs.pop() {
             Some(mut b) => {
@@ -1855,6 +1856,11 @@ impl<F: Fabric> Poller<F> {
 
     /// [`Self::respond`] once the pacer lets the response's data go.
     fn send_response(&mut self, q: &mut Queue<F>, req: Box<Req>, status: Status, result: u64) {
+        if q.iser.is_some() {
+            // An iSCSI read the pacer held: its data (what chunks did not send), then its
+            // SCSI Response.
+            return self.iser_read_response(q, req);
+        }
         // Its own scratch (`sending` is taken while held responses are flushed), and arrays
         // sized for one: they live on the stack and are set up per call.
         let mut one = std::mem::take(&mut self.sending_one);

@@ -131,6 +131,9 @@ pub(crate) struct Req {
     /// where they lie in `slot`'s in-capsule buffer and how many (they are copied to the front
     /// of the pool buffer, and the RDMA READ lands after them). (0, 0) otherwise.
     pub immediate: (usize, usize),
+    /// An iSCSI read's SCSI Response, sent after its data (held with the request while the
+    /// pacer holds the data back).
+    pub iser_resp: Vec<u8>,
 }
 
 impl Req {

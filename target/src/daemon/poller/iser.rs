@@ -608,49 +608,65 @@ impl<F: Fabric> Poller<F> {
             let Some(Action::Send(resp)) = (!out.is_empty()).then(|| out.remove(0)) else {
                 return self.recycle(req);
             };
-            self.iser_read_response(q, req, &resp);
+            req.iser_resp = resp;
+            // Paced as NVMe/RDMA's read data: it waits for the bucket (or goes in chunks).
+            if let Some(req) = self.pace_response(q, req, Status::SUCCESS, 0) {
+                self.iser_read_response(q, req);
+            }
         } else {
             self.recycle(req);
         }
         self.iser_actions(q, out, None);
     }
 
-    /// RDMA WRITE of a read's data from its pool buffer, then the response; the request (and
-    /// its buffer) comes back when the SEND completes.
-    fn iser_read_response(&mut self, q: &mut Queue<F>, req: Box<Req>, resp: &[u8]) {
+    /// RDMA WRITE of a read's data from its pool buffer (what paced chunks have not sent
+    /// already), then its response ([`Req::iser_resp`]); the request (and its buffer) comes
+    /// back when the SEND completes.
+    pub(super) fn iser_read_response(&mut self, q: &mut Queue<F>, mut req: Box<Req>) {
+        if q.closing {
+            return self.recycle_posted(q, req);
+        }
         let (Some((remote, n)), Some(buf)) = (req.write_back, req.data.as_ref()) else {
-            return self.recycle(req);
+            return self.recycle_posted(q, req);
         };
         let sge = match self.pool.sge(buf, n) {
             Ok(s) => s,
             Err(e) => {
                 q.close(format!("read buffer: {e}"));
-                return self.recycle(req);
+                return self.recycle_posted(q, req);
             }
         };
-        if resp.len() > INLINE_MAX {
+        if req.iser_resp.len() > INLINE_MAX {
             q.close("an iSCSI response too long to go inline");
-            return self.recycle(req);
+            return self.recycle_posted(q, req);
         }
-        let sges = [sge];
+        let done = req.chunked as u32;
+        let (to, from) = super::pace::data_at(remote, sge, u64::from(done), sge.length - done);
+        let len = u64::from(from.length);
+        let resp = std::mem::take(&mut req.iser_resp);
+        req.paced_len = len;
+        let sges = [from];
         let mut wrs = [
             SendWr {
                 wr_id: WrId(0),
-                op: SendOp::RdmaWrite(remote),
+                op: SendOp::RdmaWrite(to),
                 payload: Payload::Sges(&sges),
                 signaled: false,
             },
             SendWr {
                 wr_id: WrId(0),
                 op: SendOp::Send,
-                payload: Payload::Inline(resp),
+                payload: Payload::Inline(&resp),
                 signaled: true,
             },
         ];
-        if let Err(rej) = q.ep.post_send(Wr::Resp(req), &mut wrs) {
-            q.close(format!("read response not posted: {}", rej.error));
-            if let Wr::Resp(r) = rej.ctx {
-                self.recycle(r);
+        match q.ep.post_send(Wr::Resp(req), &mut wrs) {
+            Ok(()) => self.pace_sent(q, len),
+            Err(rej) => {
+                q.close(format!("read response not posted: {}", rej.error));
+                if let Wr::Resp(r) = rej.ctx {
+                    self.recycle_posted(q, r);
+                }
             }
         }
     }
