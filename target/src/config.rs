@@ -120,6 +120,9 @@ struct RawIscsi {
     listen: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default, rename = "target")]
     targets: Vec<RawIscsiTarget>,
+    /// `[iscsi.discovery_chap]`: CHAP required of SendTargets discovery sessions.
+    #[serde(default)]
+    discovery_chap: Option<RawChap>,
 }
 
 /// `[[iscsi.target]]`.
@@ -357,6 +360,8 @@ pub struct IscsiConfig {
     pub listen: Vec<SocketAddr>,
     /// The iSCSI targets.
     pub targets: Vec<IscsiTarget>,
+    /// CHAP required of discovery sessions (`[iscsi.discovery_chap]`; `None`: none).
+    pub discovery_chap: Option<raidline_scsi::iscsi::chap::ChapConfig>,
 }
 
 /// One iSCSI target (`[[iscsi.target]]`).
@@ -1063,7 +1068,15 @@ fn iscsi_config(
             chap,
         });
     }
-    Ok(IscsiConfig { listen, targets })
+    let discovery_chap = match &raw.discovery_chap {
+        None => None,
+        Some(c) => Some(chap_config(cx, "iscsi.discovery_chap", c)?),
+    };
+    Ok(IscsiConfig {
+        listen,
+        targets,
+        discovery_chap,
+    })
 }
 
 /// One CHAP secret: inline or from a file readable by its owner only; 12 to 255 bytes.

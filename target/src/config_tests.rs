@@ -388,6 +388,7 @@ fn iscsi_chap_secrets() {
     )
     .unwrap();
     let chap = c.iscsi.targets[0].chap.as_ref().unwrap();
+    assert!(c.iscsi.discovery_chap.is_none());
     assert_eq!(chap.initiator.user, "host1");
     assert_eq!(chap.initiator.secret.as_slice(), b"initiator-secret");
     assert_eq!(chap.target.as_ref().unwrap().user, "array0");
@@ -434,4 +435,25 @@ fn iscsi_chap_secrets() {
         b"file-secret-1234"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+    // CHAP for discovery sessions: `[iscsi.discovery_chap]`, the same keys and checks.
+    let base = with("user = \"host1\"\nsecret = \"initiator-secret\"\n");
+    let c = Config::parse(
+        &format!(
+            "{base}\n[iscsi.discovery_chap]\nuser = \"finder\"\nsecret = \"discovery-secret\"\n"
+        ),
+        "t",
+    )
+    .unwrap();
+    let d = c.iscsi.discovery_chap.as_ref().unwrap();
+    assert_eq!(
+        (d.initiator.user.as_str(), d.initiator.secret.as_slice()),
+        ("finder", &b"discovery-secret"[..])
+    );
+    let (_, _, m) = invalid(&format!(
+        "{base}\n[iscsi.discovery_chap]\nuser = \"finder\"\nsecret = \"short\"\n"
+    ));
+    assert!(
+        m.contains("iscsi.discovery_chap") && m.contains("12 to 255 bytes"),
+        "{m}"
+    );
 }

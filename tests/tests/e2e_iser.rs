@@ -324,6 +324,13 @@ fn iser_rig() -> (MemNetwork, Target) {
 }
 
 fn iser_rig_with(chap: Option<raidline_scsi::iscsi::chap::ChapConfig>) -> (MemNetwork, Target) {
+    iser_rig_full(chap, None)
+}
+
+fn iser_rig_full(
+    chap: Option<raidline_scsi::iscsi::chap::ChapConfig>,
+    cc: Option<raidline_target::daemon::CcSpec>,
+) -> (MemNetwork, Target) {
     let disks = mem_disks(4, 9 << 20);
     let (members, _) = members_of(&disks, false);
     let array = create_array(members);
@@ -347,7 +354,9 @@ fn iser_rig_with(chap: Option<raidline_scsi::iscsi::chap::ChapConfig>) -> (MemNe
             }],
             chap,
         }],
+        discovery_chap: None,
     };
+    spec.cc = cc;
     let target = Target::start(net.device("target0"), spec).expect("target start");
     (net, target)
 }
@@ -721,4 +730,54 @@ fn a_login_with_the_isid_of_a_live_session_reinstates_it() {
     );
     assert_eq!(r.status, Status::GOOD);
     assert_eq!(new.read_data(0, 4096), data);
+}
+
+#[test]
+fn paced_iser_reads_leave_in_chunks_and_arrive_whole() {
+    // `fixed` at 2 MB/s: a 512 KiB read cannot go at once, so it leaves in paced chunks
+    // ahead of its response, as NVMe/RDMA's read data does.
+    const RATE: f64 = 2e6;
+    let (net, target) = iser_rig_full(
+        None,
+        Some(raidline_target::daemon::CcSpec {
+            algorithm: "fixed".into(),
+            params: vec![("rate_mbps".into(), RATE * 8.0 / 1e6)],
+        }),
+    );
+    let mut h = IserHost::connect(&net, "host1", PORTAL.parse().unwrap());
+    h.log_in();
+    let data = pattern(31, 512 << 10);
+    h.write_data(0, &data);
+    // Written with its first 8 KiB immediate and the rest by (paced) RDMA READ.
+    let (r, _) = h.scsi_imm(
+        &[opcode::WRITE_10, 0, 0, 0, 4, 0, 0, 0, 128, 0],
+        512 << 10,
+        None,
+        Some(8 << 10),
+        &data[..8 << 10],
+    );
+    assert_eq!(r.status, Status::GOOD, "{r:?}");
+    h.write_data(0, &vec![0u8; 512 << 10]);
+    let t0 = Instant::now();
+    let (r, _) = h.scsi(
+        &[opcode::READ_10, 0, 0, 0, 4, 0, 0, 0, 128, 0],
+        512 << 10,
+        Some(0),
+        None,
+    );
+    let took = t0.elapsed().as_secs_f64();
+    assert_eq!((r.status, r.residual_count), (Status::GOOD, 0));
+    assert!(h.read_data(0, 512 << 10) == data, "read data differs");
+    let chunks: u64 = target
+        .shared()
+        .queue_stats
+        .lock()
+        .unwrap()
+        .values()
+        .map(|s| s.paced_chunks.load(std::sync::atomic::Ordering::Relaxed))
+        .sum();
+    eprintln!("paced iSER read of 512 KiB: {took:.3} s, {chunks} chunks");
+    assert!(chunks > 0, "the read went unpaced");
+    // The bucket lends at most 256 KiB: the rest waits for its tokens.
+    assert!(took >= 0.8 * (256 << 10) as f64 / RATE, "{took:.3} s");
 }

@@ -16,8 +16,8 @@
 //!   ISID, TSIH or CID, or an AuthMethod outside the security stage are 0x0200;
 //! - a non-zero TSIH in the first request (adding a connection to a session) is 0x020a: one
 //!   connection per session (MaxConnections=1);
-//! - a normal session to a target with [`TargetConfig::chap`](super::negotiate::TargetConfig)
-//!   must offer `AuthMethod=CHAP` and prove its secret: `CHAP_A` from its list (the strongest
+//! - a normal session to a target with [`TargetConfig::chap`](super::negotiate::TargetConfig),
+//!   and a discovery session when [`LoginConfig::discovery_chap`] is set, must offer `AuthMethod=CHAP` and prove its secret: `CHAP_A` from its list (the strongest
 //!   of SHA3-256, SHA-256, SHA-1, MD5) with the target's `CHAP_I` and `CHAP_C`, then its
 //!   `CHAP_N` and `CHAP_R`; with its own `CHAP_I`/`CHAP_C` the target proves its secret back
 //!   (mutual CHAP, refused when the target has no secret of its own or the initiator returns
@@ -260,12 +260,16 @@ impl Login {
                 id.clone()
             }
         };
-        // Security keys, answered here; the rest by the negotiation.
-        let chap_cfg = identity
-            .target_name
-            .as_deref()
-            .and_then(|n| self.config.target(n))
-            .and_then(|t| t.chap.clone());
+        // Security keys, answered here; the rest by the negotiation. A normal session proves
+        // its target's CHAP secret, a discovery session the portal group's discovery one.
+        let chap_cfg = match identity.session_type {
+            SessionType::Discovery => self.config.discovery_chap.clone(),
+            SessionType::Normal => identity
+                .target_name
+                .as_deref()
+                .and_then(|n| self.config.target(n))
+                .and_then(|t| t.chap.clone()),
+        };
         let mut login_answers = Vec::new();
         for kv in pairs.iter().filter(|kv| is_login_key(&kv.key)) {
             if kv.key == "AuthMethod" {

@@ -676,3 +676,52 @@ fn chap_failures_are_authentication_failures() {
     let s = l.on_request(&req(SEC, OP, true, false), &text(&[("CHAP_A", "1,2")]));
     assert_eq!(s.response.status, fail);
 }
+
+#[test]
+fn discovery_chap_when_configured() {
+    use crate::iscsi::chap::{decode_binary, encode_hex, ChapAccount, ChapAlg, ChapConfig};
+    let discovery_text = |auth: &str| {
+        text(&[
+            ("InitiatorName", INITIATOR),
+            ("SessionType", "Discovery"),
+            ("AuthMethod", auth),
+        ])
+    };
+    let mut c = config(true);
+    c.discovery_chap = Some(ChapConfig {
+        initiator: ChapAccount {
+            user: "finder".into(),
+            secret: zeroize::Zeroizing::new(b"discovery-secret".to_vec()),
+        },
+        target: None,
+    });
+    // Without CHAP: refused.
+    let mut l = Login::new(c.clone(), NonZeroU16::new(7).unwrap(), [9; 17]);
+    let s = l.on_request(&req(SEC, OP, true, false), &discovery_text("None"));
+    assert_eq!(s.response.status, LoginStatus::AUTHENTICATION_FAILURE);
+    // With the discovery secret: in.
+    let mut l = Login::new(c.clone(), NonZeroU16::new(7).unwrap(), [9; 17]);
+    let s = l.on_request(&req(SEC, OP, true, false), &discovery_text("CHAP,None"));
+    assert_eq!(answer(&s, "AuthMethod").as_deref(), Some("CHAP"));
+    let s = l.on_request(&req(SEC, OP, true, false), &text(&[("CHAP_A", "7")]));
+    let id: u8 = answer(&s, "CHAP_I").unwrap().parse().unwrap();
+    let ch = decode_binary(&answer(&s, "CHAP_C").unwrap()).unwrap();
+    let r = encode_hex(&ChapAlg::Sha256.response(id, b"discovery-secret", &ch));
+    let s = l.on_request(
+        &req(SEC, OP, true, false),
+        &text(&[("CHAP_N", "finder"), ("CHAP_R", &r)]),
+    );
+    assert!(s.response.status.is_success() && s.response.transit);
+    // A normal session to a target without CHAP is not asked for the discovery secret.
+    let mut l = Login::new(c, NonZeroU16::new(7).unwrap(), [9; 17]);
+    let s = l.on_request(
+        &req(SEC, OP, true, false),
+        &text(&[
+            ("InitiatorName", INITIATOR),
+            ("SessionType", "Normal"),
+            ("TargetName", TARGET),
+            ("AuthMethod", "None"),
+        ]),
+    );
+    assert!(s.response.status.is_success(), "{:?}", s.response.status);
+}

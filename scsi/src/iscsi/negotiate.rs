@@ -145,6 +145,8 @@ pub struct LoginConfig {
     pub queue_depth: u32,
     /// Longest login text accepted across continued PDUs.
     pub max_text_len: usize,
+    /// CHAP required of discovery sessions (`None`: none, as LIO's default).
+    pub discovery_chap: Option<super::chap::ChapConfig>,
 }
 
 impl LoginConfig {
@@ -159,6 +161,7 @@ impl LoginConfig {
             auth: AuthPolicy::None,
             queue_depth: 128,
             max_text_len: super::text::DEFAULT_MAX_TEXT_LEN,
+            discovery_chap: None,
         }
     }
 

@@ -98,8 +98,10 @@ impl IscsiServed {
             }
             login.push(tc);
         }
+        let discovery_chap = config.discovery_chap.clone();
         let mut config = LoginConfig::new(login, true);
         config.portal_group_tag = 1;
+        config.discovery_chap = discovery_chap;
         // ImmediateData Yes (the default): a write of up to TargetRecvDataSegmentLength (8 KiB)
         // comes whole in its command's SEND and is written from the receive buffer, with no
         // RDMA READ round trip (LIO's isert does the same); a larger one brings its first
