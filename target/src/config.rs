@@ -123,6 +123,12 @@ struct RawIscsi {
     /// `[iscsi.discovery_chap]`: CHAP required of SendTargets discovery sessions.
     #[serde(default)]
     discovery_chap: Option<RawChap>,
+    /// Seconds of silence before an initiator is pinged (NOP-In).
+    #[serde(default)]
+    nop_in_interval: Option<Spanned<u64>>,
+    /// Seconds a ping may stay unanswered before the connection is closed.
+    #[serde(default)]
+    nop_in_timeout: Option<Spanned<u64>>,
 }
 
 /// `[[iscsi.target]]`.
@@ -362,6 +368,8 @@ pub struct IscsiConfig {
     pub targets: Vec<IscsiTarget>,
     /// CHAP required of discovery sessions (`[iscsi.discovery_chap]`; `None`: none).
     pub discovery_chap: Option<raidline_scsi::iscsi::chap::ChapConfig>,
+    /// Keep-alive times (`nop_in_interval`, `nop_in_timeout`; LIO's defaults, 15 s and 30 s).
+    pub keepalive: crate::iser::Keepalive,
 }
 
 /// One iSCSI target (`[[iscsi.target]]`).
@@ -1072,10 +1080,20 @@ fn iscsi_config(
         None => None,
         Some(c) => Some(chap_config(cx, "iscsi.discovery_chap", c)?),
     };
+    let mut keepalive = crate::iser::Keepalive::default();
+    if let Some(v) = &raw.nop_in_interval {
+        keepalive.nop_in_interval =
+            std::time::Duration::from_secs(cx.range(v, 1, 3600, "iscsi.nop_in_interval")?);
+    }
+    if let Some(v) = &raw.nop_in_timeout {
+        keepalive.nop_in_timeout =
+            std::time::Duration::from_secs(cx.range(v, 1, 3600, "iscsi.nop_in_timeout")?);
+    }
     Ok(IscsiConfig {
         listen,
         targets,
         discovery_chap,
+        keepalive,
     })
 }
 

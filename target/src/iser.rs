@@ -85,6 +85,27 @@ pub const NOP_IN_TIMEOUT: Duration = Duration::from_secs(30);
 /// CHAP's secrets come from iscsid, so a little more).
 pub const LOGIN_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// A connection's keep-alive times ([`IserConn::tick`]); the defaults are LIO's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Keepalive {
+    /// Silence after which the initiator is pinged ([`NOP_IN_INTERVAL`]).
+    pub nop_in_interval: Duration,
+    /// How long a ping may stay unanswered ([`NOP_IN_TIMEOUT`]).
+    pub nop_in_timeout: Duration,
+    /// How long the login may take ([`LOGIN_TIMEOUT`]).
+    pub login_timeout: Duration,
+}
+
+impl Default for Keepalive {
+    fn default() -> Keepalive {
+        Keepalive {
+            nop_in_interval: NOP_IN_INTERVAL,
+            nop_in_timeout: NOP_IN_TIMEOUT,
+            login_timeout: LOGIN_TIMEOUT,
+        }
+    }
+}
+
 /// What the poller does for the connection, in order.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Action {
@@ -176,8 +197,9 @@ pub struct IserConn {
     text: TextAssembler,
     /// Unit attentions not yet reported, by LUN, oldest first.
     attentions: Vec<(u16, Asc)>,
-    /// Keep-alive: what [`IserConn::tick`] knows of the initiator's liveness.
+    /// Keep-alive: what [`IserConn::tick`] knows of the initiator's liveness, and its times.
     alive: Liveness,
+    keep: Keepalive,
 }
 
 /// The keep-alive state ([`IserConn::tick`]); times are the caller's clock.
@@ -218,15 +240,24 @@ impl IserConn {
             text,
             attentions: Vec::new(),
             alive: Liveness::default(),
+            keep: Keepalive::default(),
         }
     }
 
+    /// The connection with keep-alive times other than the defaults.
+    pub fn with_keepalive(mut self, keep: Keepalive) -> IserConn {
+        self.keep = keep;
+        self
+    }
+
     /// Keep-alive, called now and then (about once a second) with the caller's monotonic
-    /// clock: pings an initiator silent for [`NOP_IN_INTERVAL`] with a NOP-In that asks for an
-    /// answer, and closes the connection when a ping stays unanswered for [`NOP_IN_TIMEOUT`]
-    /// or the login has not ended after [`LOGIN_TIMEOUT`]. Any SEND received counts as an
+    /// clock: pings an initiator silent for [`Keepalive::nop_in_interval`] with a NOP-In that
+    /// asks for an answer, and closes the connection when a ping stays unanswered for
+    /// [`Keepalive::nop_in_timeout`] or the login has not ended after
+    /// [`Keepalive::login_timeout`]. Any SEND received counts as an
     /// answer. The actions go into `out`.
     pub fn tick(&mut self, now: Duration, out: &mut Vec<Action>) {
+        let keep = self.keep;
         let a = &mut self.alive;
         let first = a.born.is_none();
         let born = *a.born.get_or_insert(now);
@@ -238,26 +269,29 @@ impl IserConn {
         match self.phase {
             Phase::Closed => {}
             Phase::Login(_) => {
-                if now.saturating_sub(born) >= LOGIN_TIMEOUT {
+                if now.saturating_sub(born) >= keep.login_timeout {
                     self.close(
-                        format!("login not finished after {} s", LOGIN_TIMEOUT.as_secs()),
+                        format!(
+                            "login not finished after {} s",
+                            keep.login_timeout.as_secs()
+                        ),
                         out,
                     );
                 }
             }
             Phase::FullFeature(_) => match a.ping {
-                Some((_, sent)) if now.saturating_sub(sent) >= NOP_IN_TIMEOUT => {
+                Some((_, sent)) if now.saturating_sub(sent) >= keep.nop_in_timeout => {
                     let silent = now.saturating_sub(a.heard).as_secs();
                     self.close(
                         format!(
                             "the initiator answered no NOP-In ping for {} s (silent {silent} s)",
-                            NOP_IN_TIMEOUT.as_secs()
+                            keep.nop_in_timeout.as_secs()
                         ),
                         out,
                     );
                 }
                 Some(_) => {}
-                None if now.saturating_sub(a.heard) >= NOP_IN_INTERVAL => {
+                None if now.saturating_sub(a.heard) >= keep.nop_in_interval => {
                     // A Target Transfer Tag other than 0xffffffff asks for an echo; StatSN is
                     // the next one but does not advance (RFC 7143 §11.19.6).
                     let ttt = a.next_ttt % NO_TASK;

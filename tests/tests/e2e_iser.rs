@@ -157,7 +157,12 @@ impl IserHost {
                 signaled: true,
             }])
             .map_err(|e| format!("{e:?}"))?;
-        let end = Instant::now() + TIMEOUT;
+        self.receive(TIMEOUT)
+    }
+
+    /// The next PDU the target sends, within `timeout`.
+    fn receive(&mut self, timeout: Duration) -> Result<(Pdu, Vec<u8>), String> {
+        let end = Instant::now() + timeout;
         let mut comps: Vec<Completion> = Vec::new();
         loop {
             comps.clear();
@@ -324,12 +329,13 @@ fn iser_rig() -> (MemNetwork, Target) {
 }
 
 fn iser_rig_with(chap: Option<raidline_scsi::iscsi::chap::ChapConfig>) -> (MemNetwork, Target) {
-    iser_rig_full(chap, None)
+    iser_rig_full(chap, None, None)
 }
 
 fn iser_rig_full(
     chap: Option<raidline_scsi::iscsi::chap::ChapConfig>,
     cc: Option<raidline_target::daemon::CcSpec>,
+    keepalive: Option<raidline_target::iser::Keepalive>,
 ) -> (MemNetwork, Target) {
     let disks = mem_disks(4, 9 << 20);
     let (members, _) = members_of(&disks, false);
@@ -355,6 +361,7 @@ fn iser_rig_full(
             chap,
         }],
         discovery_chap: None,
+        keepalive: keepalive.unwrap_or_default(),
     };
     spec.cc = cc;
     let target = Target::start(net.device("target0"), spec).expect("target start");
@@ -743,6 +750,7 @@ fn paced_iser_reads_leave_in_chunks_and_arrive_whole() {
             algorithm: "fixed".into(),
             params: vec![("rate_mbps".into(), RATE * 8.0 / 1e6)],
         }),
+        None,
     );
     let mut h = IserHost::connect(&net, "host1", PORTAL.parse().unwrap());
     h.log_in();
@@ -780,4 +788,31 @@ fn paced_iser_reads_leave_in_chunks_and_arrive_whole() {
     assert!(chunks > 0, "the read went unpaced");
     // The bucket lends at most 256 KiB: the rest waits for its tokens.
     assert!(took >= 0.8 * (256 << 10) as f64 / RATE, "{took:.3} s");
+}
+
+#[test]
+fn a_host_that_stops_answering_is_pinged_then_closed() {
+    // Keep-alive at 1 s / 1 s (the defaults are LIO's 15 s / 30 s).
+    let keep = raidline_target::iser::Keepalive {
+        nop_in_interval: Duration::from_secs(1),
+        nop_in_timeout: Duration::from_secs(1),
+        login_timeout: Duration::from_secs(30),
+    };
+    let (net, target) = iser_rig_full(None, None, Some(keep));
+    let mut h = IserHost::connect(&net, "host1", PORTAL.parse().unwrap());
+    h.log_in();
+    let sessions = || target.shared().iscsi_sessions.lock().unwrap().len();
+    assert_eq!(sessions(), 1);
+    // Silent: a NOP-In that asks for an echo comes within a few seconds...
+    let ping = h.receive(Duration::from_secs(5)).expect("a NOP-In ping");
+    let Pdu::NopIn(n) = ping.0 else {
+        panic!("not a NOP-In: {:?}", ping.0)
+    };
+    assert_eq!(n.itt, 0xffff_ffff);
+    assert_ne!(n.ttt, 0xffff_ffff);
+    // ... and, unanswered, the connection is closed and the session gone.
+    assert!(
+        eventually(Duration::from_secs(10), || sessions() == 0),
+        "the silent session was not closed"
+    );
 }

@@ -41,6 +41,8 @@ pub(crate) struct ServedTarget {
 pub(crate) struct IscsiServed {
     /// The login configuration (portals are filled in per connection).
     pub config: LoginConfig,
+    /// Each connection's keep-alive times.
+    keepalive: crate::iser::Keepalive,
     /// The bound listen addresses.
     pub listen: Vec<SocketAddr>,
     pub targets: Vec<ServedTarget>,
@@ -99,6 +101,7 @@ impl IscsiServed {
             login.push(tc);
         }
         let discovery_chap = config.discovery_chap.clone();
+        let iscsi_keepalive = config.keepalive;
         let mut config = LoginConfig::new(login, true);
         config.portal_group_tag = 1;
         config.discovery_chap = discovery_chap;
@@ -108,6 +111,7 @@ impl IscsiServed {
         // 8 KiB that way, copied into the pool buffer the rest is fetched into. InitialR2T
         // stays Yes: no unsolicited Data-Out PDUs.
         Ok(IscsiServed {
+            keepalive: iscsi_keepalive,
             config,
             listen,
             targets,
@@ -143,7 +147,7 @@ impl IscsiServed {
         let mut nonce = [0u8; raidline_scsi::iscsi::chap::NONCE_LEN];
         getrandom::fill(&mut nonce).map_err(|e| format!("no random bytes for CHAP: {e}"))?;
         Ok(IserQueue {
-            conn: IserConn::new(Arc::new(config), tsih, nonce),
+            conn: IserConn::new(Arc::new(config), tsih, nonce).with_keepalive(self.keepalive),
             units: QueueUnits {
                 targets: self.targets.clone(),
                 regained: Vec::new(),

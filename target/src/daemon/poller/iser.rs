@@ -24,8 +24,8 @@ use crate::status::StorageError;
 
 /// Largest SEND payload that goes inline (the QP's `max_inline_data`).
 const INLINE_MAX: usize = 128;
-/// How long a reinstating login waits for its old session's tasks to end (less than
-/// [`crate::iser::NOP_IN_INTERVAL`]: the new connection is not pinged before its login ends).
+/// How long a reinstating login waits for its old session's tasks to end (its connection is
+/// not ticked meanwhile: no ping goes before the login's last answer).
 const REINSTATE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A login that reinstates a session: its final answer waits for the old session to go.
@@ -171,6 +171,7 @@ impl<F: Fabric> Poller<F> {
             .iter()
             .filter(|(_, q)| q.iser.is_some() && !q.closing)
             .map(|(k, _)| k)
+            .filter(|k| !self.iser_held.iter().any(|h| h.qpn == *k))
             .collect();
         for qpn in qpns {
             let Some(mut q) = self.queues.take(qpn) else {
