@@ -17,6 +17,8 @@
 #     the files are still equal;
 #  6. logout removes the disk; raidline restarted with CHAP refuses a wrong secret and no CHAP,
 #     and takes mutual CHAP (open-iscsi's username/password and username_in/password_in);
+#     with discovery CHAP too, a SendTargets discovery without it is refused and one with it
+#     (a discoverydb record's discovery.sendtargets.auth.*) lists the target;
 #     raidline stops cleanly (no ERROR in its log);
 #  7. LIO with ib_isert serves md RAID-5 on the same drives to the same host: the same fio jobs,
 #     rows kernel-md5-iser, and a side-by-side table.
@@ -114,15 +116,27 @@ lab_iser_logout "$iqn"
 for _ in $(seq 50); do [ -b "$dev" ] || break; sleep 0.1; done
 [ ! -b "$dev" ] || lab_fail "$dev still present after logout"
 
-lab_log "CHAP: raidline restarted with a CHAP secret and its own for mutual CHAP"
+lab_log "CHAP: raidline restarted with a CHAP secret, its own for mutual CHAP, and one for discovery"
 rl stop
-rl start --addr "$LAB_IP" --iscsi "$iqn" --iscsi-chap "host1 initiator-secret array0 target-secret-12"
-dev=$(LAB_ISER_CHAP="host1 initiator-secret array0 target-secret-12" lab_iser_login "$LAB_IP" "$iqn" 60)
+rl start --addr "$LAB_IP" --iscsi "$iqn" --iscsi-chap "host1 initiator-secret array0 target-secret-12" \
+  --iscsi-discovery-chap "finder discovery-secret"
+# Discovery without CHAP is refused now.
+if iscsiadm -m discovery -t st -p "$LAB_IP:3260" -I iser > "$out/dchap-none.txt" 2>&1; then
+  cat "$out/dchap-none.txt"
+  lab_fail "a discovery without CHAP was answered"
+fi
+grep -qiE "authoriz|authenticat|login" "$out/dchap-none.txt" ||
+  { cat "$out/dchap-none.txt"; lab_fail "a discovery without CHAP failed for another reason"; }
+lab_log "discovery without CHAP refused: $(head -n 1 "$out/dchap-none.txt")"
+dev=$(LAB_ISER_DISCOVERY_CHAP="finder discovery-secret" \
+  LAB_ISER_CHAP="host1 initiator-secret array0 target-secret-12" lab_iser_login "$LAB_IP" "$iqn" 60)
 mount -o ro "$dev" /mnt/rl
 (cd /mnt/rl/data && sha256sum -c --quiet "$out/files.sha256") || lab_fail "checksums over a CHAP session"
 umount /mnt/rl
 lab_iser_logout "$iqn"
-# The refusals last: open-iscsi may keep retrying a refused node in the background.
+# The refusals last: open-iscsi may keep retrying a refused node in the background. The
+# discovery goes with its CHAP; the login is what is refused.
+export LAB_ISER_DISCOVERY_CHAP="finder discovery-secret"
 if LAB_ISER_CHAP="host1 wrong-secret-123" lab_iser_login "$LAB_IP" "$iqn" 10 > /dev/null 2> "$out/chap-wrong.txt"; then
   lab_fail "a login with the wrong CHAP secret was let in"
 fi
@@ -135,6 +149,8 @@ fi
 grep -q "authorization failure" "$out/chap-none.txt" || { cat "$out/chap-none.txt"; lab_fail "a login without CHAP was not refused as an authorization failure"; }
 iscsiadm -m node -T "$iqn" -u > /dev/null 2>&1 || true
 iscsiadm -m node -T "$iqn" -o delete 2> /dev/null || true
+unset LAB_ISER_DISCOVERY_CHAP
+iscsiadm -m discoverydb -t st -p "$LAB_IP:3260" -I iser -o delete 2> /dev/null || true
 lab_log "CHAP: mutual CHAP logged in (the files equal); a wrong secret and no CHAP refused"
 trap - EXIT
 rl stop

@@ -104,16 +104,31 @@ lab_wait() {
 # targets at ADDR (SendTargets over iSER), checks IQN is listed, logs in to it and prints the
 # SCSI disk it attached (/dev/sdX), waiting up to WAIT_SECS (default 30) for it. Starts iscsid
 # first when it is not running (the guest has no systemd to start it). With
-# LAB_ISER_CHAP="USER SECRET [MUSER MSECRET]" the node logs in with CHAP (mutual with MUSER).
+# LAB_ISER_CHAP="USER SECRET [MUSER MSECRET]" the node logs in with CHAP (mutual with MUSER);
+# with LAB_ISER_DISCOVERY_CHAP="USER SECRET" the discovery does (a discoverydb record).
 lab_iser_login() {
   local portal=$1 iqn=$2 wait_s=${3:-30} out dev i
   [[ "$portal" == *:* ]] || portal=$portal:3260
   # sd_mod: no udev loads the disk driver when the LUN shows up.
   lab_modules ib_iser sd_mod || return 1
   pgrep -x iscsid > /dev/null || iscsid || { lab_fail "cannot start iscsid"; return 1; }
-  lab_log "iscsiadm -m discovery -t st -p $portal -I iser"
-  out=$(iscsiadm -m discovery -t st -p "$portal" -I iser 2>&1) ||
-    { lab_fail "iSER discovery at $portal: $out"; return 1; }
+  if [ -n "${LAB_ISER_DISCOVERY_CHAP:-}" ]; then
+    local d kv
+    read -r -a d <<< "$LAB_ISER_DISCOVERY_CHAP"
+    iscsiadm -m discoverydb -t st -p "$portal" -I iser -o new > /dev/null 2>&1 || true
+    for kv in authmethod=CHAP "username=${d[0]}" "password=${d[1]}"; do
+      iscsiadm -m discoverydb -t st -p "$portal" -I iser -o update \
+        -n "discovery.sendtargets.auth.${kv%%=*}" -v "${kv#*=}" ||
+        { lab_fail "iscsiadm: cannot set discovery.sendtargets.auth.${kv%%=*}"; return 1; }
+    done
+    lab_log "iscsiadm -m discoverydb -t st -p $portal -I iser --discover (CHAP as ${d[0]})"
+    out=$(iscsiadm -m discoverydb -t st -p "$portal" -I iser --discover 2>&1) ||
+      { lab_fail "iSER discovery with CHAP at $portal: $out"; return 1; }
+  else
+    lab_log "iscsiadm -m discovery -t st -p $portal -I iser"
+    out=$(iscsiadm -m discovery -t st -p "$portal" -I iser 2>&1) ||
+      { lab_fail "iSER discovery at $portal: $out"; return 1; }
+  fi
   echo "$out" >&2
   grep -q " $iqn\$" <<< "$out" || { lab_fail "discovery at $portal does not list $iqn"; return 1; }
   if [ -n "${LAB_ISER_CHAP:-}" ]; then

@@ -330,7 +330,11 @@ impl Login {
             }
         }
         let to_ffp = transit && req.nsg == LoginStage::FullFeature;
-        if current == LoginStage::Operational || to_ffp {
+        // The target's receive length is declared in the operational stage only: open-iscsi
+        // refuses operational keys in a security-stage response ("can't accept
+        // TargetRecvDataSegmentLength=8192 in security stage"), as when a discovery session
+        // with CHAP goes from security straight to full feature. The default (8192) holds then.
+        if current == LoginStage::Operational {
             answers.extend(negotiation.declarations());
         }
         let data = emit_text(&answers);
