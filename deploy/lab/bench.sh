@@ -175,7 +175,7 @@ raidline_phase() {
   if [ "$proto" = iser ]; then
     "$LAB_DIR/raidline.sh" start --addr "$LAB_IP" --nqn "$nqn" --io-path "$path" --iscsi "$iqn"
     dev=$(lab_iser_login "$LAB_IP" "$iqn" 60) || lab_fail "iSER login to $iqn"
-    rdev="none"
+    rdev="no"
   else
     "$LAB_DIR/raidline.sh" start --addr "$LAB_IP" --nqn "$nqn" --io-path "$path" \
       --ram-dev /dev/ram0 --ram-nqn "$rnqn"

@@ -516,6 +516,21 @@ fn an_iser_host_logs_in_writes_reads_and_logs_out() {
         sense(&d).key,
         raidline_scsi::sense::SenseKey::ILLEGAL_REQUEST
     );
+    // WRITE SAME(16) whose immediate block is not zeroes: refused (INVALID FIELD IN
+    // PARAMETER LIST), and its receive goes back: more of them than the target has receives,
+    // then a write that must still find one.
+    let mut ws = [0u8; 16];
+    ws[0] = opcode::WRITE_SAME_16;
+    ws[1] = 0x08; // UNMAP
+    ws[13] = 1; // one block at LBA 0
+    for i in 0..200 {
+        let (r, d) = h.scsi_imm(&ws, 4096, None, None, &[0x55; 4096]);
+        assert_eq!(r.status, Status::CHECK_CONDITION, "WRITE SAME {i}");
+        assert_eq!(
+            sense(&d).key,
+            raidline_scsi::sense::SenseKey::ILLEGAL_REQUEST
+        );
+    }
     // The receives the immediate writes held went back: a long run of them still goes.
     for i in 0..300u32 {
         let lba = 200 + (i % 50) as u8;

@@ -717,7 +717,11 @@ fn discovery_chap_when_configured() {
     );
     assert!(s.response.status.is_success() && s.response.transit);
     assert_eq!(answer(&s, "TargetRecvDataSegmentLength"), None);
-    assert!(matches!(s.outcome, LoginOutcome::FullFeature(_)), "{:?}", s.outcome);
+    assert!(
+        matches!(s.outcome, LoginOutcome::FullFeature(_)),
+        "{:?}",
+        s.outcome
+    );
     // A normal session to a target without CHAP is not asked for the discovery secret.
     let mut l = Login::new(c, NonZeroU16::new(7).unwrap(), [9; 17]);
     let s = l.on_request(

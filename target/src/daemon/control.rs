@@ -421,8 +421,14 @@ impl<F: Fabric> Control<F> {
         let cm = raidline_scsi::iser::CmPrivateData::parse(&info.private_data);
         let recvs = ISER_QUEUE_DEPTH + ISER_EXTRA_RECVS;
         // Per command an RDMA READ, or an RDMA WRITE and its response; per immediate PDU a
-        // response; three spare.
-        let sq = 2 * recvs + 3;
+        // response; three spare (a NOP-In ping among them); with pacing on, room for the paced
+        // chunks of read data ahead of their responses, as an NVMe/RDMA I/O queue has.
+        let chunks = if self.shared.cc.current().is_some() {
+            super::poller::CHUNK_SLOTS
+        } else {
+            0
+        };
+        let sq = 2 * recvs + 3 + chunks;
         let need = sq + recvs;
         let n = self.pollers.len().max(1);
         let start = self.next_poller;

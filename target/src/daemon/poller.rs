@@ -130,6 +130,8 @@ pub(crate) struct Poller<F: Fabric> {
     iser_clock: (Instant, Instant),
     /// Logins reinstating a session, answered once the old session is gone.
     iser_held: Vec<iser::HeldLogin>,
+    /// iSER queues on this poller (the keep-alive costs an NVMe-only poller nothing).
+    iser_queues: usize,
     draining: bool,
     pace: pace::PollerPacing,
     /// The poller's own io_uring (`io_path = "ring"` where the kernel has one).
@@ -216,6 +218,7 @@ impl<F: Fabric> Poller<F> {
             iser_out: Vec::new(),
             iser_clock: (Instant::now(), Instant::now()),
             iser_held: Vec::new(),
+            iser_queues: 0,
             draining: false,
             pace: pace::PollerPacing::new(),
             ring: io.ring,

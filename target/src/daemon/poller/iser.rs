@@ -98,30 +98,28 @@ impl<F: Fabric> Poller<F> {
                         &st.target
                     }
                 );
-                let old = {
-                    let mut sessions = self
-                        .shared
-                        .iscsi_sessions
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner());
+                let (old, who) = {
+                    let mut sessions = super::lock(&self.shared.iscsi_sessions);
                     let old: Vec<ConnId> = sessions
                         .iter()
                         .filter(|(c, o)| **c != q.conn && o.same_session(&st))
                         .map(|(c, _)| *c)
                         .collect();
+                    let who = (!old.is_empty()).then(|| (st.initiator.clone(), st.isid.clone()));
                     sessions.insert(q.conn, st);
-                    old
+                    (old, who)
                 };
-                if !old.is_empty() {
+                if let Some((initiator, isid)) = who {
                     // Session reinstatement (RFC 7143 §6.3.5): the initiator logged in again
                     // with the ISID of a session the target still has, after losing its
                     // connection. The old one is closed, and the new login answered only once
                     // the old tasks have ended: a write of the old session must not land
                     // after the same initiator's writes on the new one.
                     tracing::warn!(
-                        "iSCSI session reinstatement: {} logged in again with ISID {}; its old                          connection is closed first ({} in all)",
-                        s.initiator_name,
-                        s.isid.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+                        "iSCSI session reinstatement: {} logged in again with ISID {}; its old connection \
+                         is closed first ({} in all)",
+                        initiator,
+                        isid,
                         old.len()
                     );
                     for &conn in &old {
@@ -155,10 +153,11 @@ impl<F: Fabric> Poller<F> {
     }
 
     /// Ticks every iSER connection's keep-alive ([`crate::iser::IserConn::tick`]) about once
-    /// a second: pings to silent initiators, and closing those that do not answer.
+    /// a second: pings to silent initiators, and closing those that do not answer; and
+    /// answers the reinstating logins whose old sessions are gone.
     pub(super) fn iser_keepalive(&mut self) {
-        if !self.iser_held.is_empty() {
-            self.iser_release_logins();
+        if self.iser_queues == 0 {
+            return;
         }
         let now = self.clock();
         let (zero, next) = self.iser_clock;
@@ -166,6 +165,9 @@ impl<F: Fabric> Poller<F> {
             return;
         }
         self.iser_clock.1 = now + std::time::Duration::from_secs(1);
+        if !self.iser_held.is_empty() {
+            self.iser_release_logins();
+        }
         let qpns: Vec<u32> = self
             .queues
             .iter()
@@ -193,11 +195,7 @@ impl<F: Fabric> Poller<F> {
         let held = std::mem::take(&mut self.iser_held);
         for h in held {
             let waiting = {
-                let sessions = self
-                    .shared
-                    .iscsi_sessions
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner());
+                let sessions = super::lock(&self.shared.iscsi_sessions);
                 h.waits_for.iter().any(|c| sessions.contains_key(c))
             };
             let Some(mut q) = self.queues.take(h.qpn) else {
@@ -416,8 +414,11 @@ impl<F: Fabric> Poller<F> {
                 let len = (u64::from(blocks) * bs) as usize;
                 req.step = Step::Write { ns, lba, len, fua };
                 req.account = Some((ns, false, len as u64));
-                // As an NVMe write with keyed data: a stream's writes gather into whole stripes.
-                self.write_coming(ns, lba, len, req.started);
+                // As an NVMe write with keyed data: a stream's writes gather into whole stripes
+                // (one whose data is all here already is not "coming").
+                if t.fetch.is_some() {
+                    self.write_coming(ns, lba, len, req.started);
+                }
                 self.iser_data_in(q, req, &t, len);
             }
             Io::Flush => {
@@ -467,9 +468,18 @@ impl<F: Fabric> Poller<F> {
                 self.fetch(q, req, loc, len);
             }
             None => {
-                // Immediate data behind an AHS (no CDB here has one): copied into a buffer.
-                req.immediate = (at, n);
-                self.with_buffer(q, req, len, AfterBuf::Storage);
+                // Immediate data behind an AHS (an extended CDB or a bidirectional command,
+                // neither of which is served): refused.
+                let itt = req.itt;
+                if let Some(s) = req.slot.take() {
+                    self.post_recv(q, s);
+                }
+                self.recycle(req);
+                let iu = Sense::new(
+                    raidline_scsi::sense::SenseKey::ILLEGAL_REQUEST,
+                    raidline_scsi::sense::Asc::INVALID_FIELD_IN_COMMAND_IU,
+                );
+                self.iser_finish(q, itt, Err(iu));
             }
             Some((r, _)) => {
                 req.immediate = (at, n);
@@ -489,14 +499,20 @@ impl<F: Fabric> Poller<F> {
         let Some(slot) = req.slot.take() else {
             return;
         };
-        if let (Some(icd), Some(buf)) = (slot.icd.as_ref(), req.data.as_mut()) {
-            if let (Some(src), Some(dst)) = (icd.get(at..at + n), buf.get_mut(..n)) {
+        let src = slot.icd.as_ref().and_then(|b| b.get(at..at + n));
+        match (src, req.data.as_mut().and_then(|b| b.get_mut(..n))) {
+            (Some(src), Some(dst)) => {
                 dst.copy_from_slice(src);
                 self.shared
                     .data_path
                     .payload_bytes_copied
                     .fetch_add(n as u64, Ordering::Relaxed);
             }
+            // IserConn::plan bounds them by the receive and the command: not written with
+            // stale bytes in front, whatever happened.
+            _ => q.close(format!(
+                "immediate data at {at}+{n} does not fit its receive or buffer"
+            )),
         }
         // What is fetched lands after the copied bytes.
         req.immediate = (0, n);
@@ -539,6 +555,11 @@ impl<F: Fabric> Poller<F> {
             }
         };
         self.drop_data(&mut req);
+        // The data (all of it immediate, in the receive) has been read: the receive goes back
+        // before any zeroing runs.
+        if let Some(slot) = req.slot.take() {
+            self.post_recv(q, slot);
+        }
         match pieces {
             Err(s) => {
                 let itt = req.itt;

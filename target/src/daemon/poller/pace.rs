@@ -20,6 +20,7 @@ use raidline_proto::Status;
 
 use super::super::pacing::{QpPacer, QueueStats, PARAM_CHECK};
 use super::super::queue::{Queue, Req, Wr};
+use super::lock;
 use super::Poller;
 
 /// How often queue statistics are published.
@@ -131,6 +132,9 @@ impl<F: Fabric> Poller<F> {
         q.pacing.stats = stats.clone();
         self.pace.unpublished = true;
         lock(&self.shared.queue_stats).insert(q.conn, stats);
+        if q.iser.is_some() {
+            self.iser_queues += 1;
+        }
     }
 
     /// A queue is gone: its statistics go with it.
@@ -140,6 +144,7 @@ impl<F: Fabric> Poller<F> {
         }
         lock(&self.shared.queue_stats).remove(&q.conn);
         if q.iser.is_some() {
+            self.iser_queues = self.iser_queues.saturating_sub(1);
             lock(&self.shared.iscsi_sessions).remove(&q.conn);
         }
     }
@@ -527,8 +532,4 @@ impl<F: Fabric> Poller<F> {
             }
         }
     }
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
