@@ -832,20 +832,39 @@ fn secret_of(
     inline: &Option<Spanned<String>>,
     file: &Option<Spanned<PathBuf>>,
 ) -> Result<Option<Secret>, ConfigError> {
-    let (text, span) = match (inline, file) {
-        (None, None) => return Ok(None),
-        (Some(_), Some(f)) => {
-            return cx.err(
-                f.span(),
-                format!("{host}: give {key} or {key}_file, not both"),
-            );
-        }
-        (Some(t), None) => (zeroize::Zeroizing::new(t.get_ref().clone()), t.span()),
-        (None, Some(f)) => (read_secret_file(cx, f.get_ref(), f.span())?, f.span()),
+    let Some((text, span)) = secret_text(cx, &host.to_string(), key, inline, file)? else {
+        return Ok(None);
     };
     match Secret::parse(&text) {
         Ok(s) => Ok(Some(s)),
         Err(e) => cx.err(span, format!("{host}: {key}: {e}")),
+    }
+}
+
+/// A secret's text, given inline as `key` or in the file `key_file` (not both), and where it
+/// was given; `who` names its owner in errors.
+#[allow(clippy::type_complexity)]
+fn secret_text(
+    cx: &Ctx<'_>,
+    who: &str,
+    key: &str,
+    inline: &Option<Spanned<String>>,
+    file: &Option<Spanned<PathBuf>>,
+) -> Result<Option<(zeroize::Zeroizing<String>, core::ops::Range<usize>)>, ConfigError> {
+    match (inline, file) {
+        (None, None) => Ok(None),
+        (Some(_), Some(f)) => cx.err(
+            f.span(),
+            format!("{who}: give {key} or {key}_file, not both"),
+        ),
+        (Some(t), None) => Ok(Some((
+            zeroize::Zeroizing::new(t.get_ref().clone()),
+            t.span(),
+        ))),
+        (None, Some(f)) => Ok(Some((
+            read_secret_file(cx, f.get_ref(), f.span())?,
+            f.span(),
+        ))),
     }
 }
 
@@ -1106,16 +1125,8 @@ fn chap_secret(
     file: &Option<Spanned<PathBuf>>,
 ) -> Result<Option<zeroize::Zeroizing<Vec<u8>>>, ConfigError> {
     use raidline_scsi::iscsi::chap::{MAX_SECRET_LEN, MIN_SECRET_LEN};
-    let (text, span) = match (inline, file) {
-        (None, None) => return Ok(None),
-        (Some(_), Some(f)) => {
-            return cx.err(
-                f.span(),
-                format!("{target}: give {key} or {key}_file, not both"),
-            )
-        }
-        (Some(t), None) => (zeroize::Zeroizing::new(t.get_ref().clone()), t.span()),
-        (None, Some(f)) => (read_secret_file(cx, f.get_ref(), f.span())?, f.span()),
+    let Some((text, span)) = secret_text(cx, target, key, inline, file)? else {
+        return Ok(None);
     };
     // A file's trailing newline is not part of the secret.
     let s = text.trim_end_matches(['\n', '\r']);

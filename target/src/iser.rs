@@ -672,6 +672,11 @@ impl IserConn {
         };
         let lun = lun.unwrap_or(0);
         match outcome {
+            // Immediate data behind an AHS (an extended CDB or a bidirectional command, neither
+            // of which is served): the command IU is refused.
+            Outcome::Io(_) if data_at != 0 && !data.is_empty() => {
+                self.respond_now(c.itt, Err(command_iu_invalid()), None, out)
+            }
             Outcome::Io(io) => {
                 let bs = unit.map_or(512, |u| u.block_size);
                 match plan(io, bs, edtl, data.len(), immediate_ok, first_burst, iser) {
@@ -723,24 +728,11 @@ impl IserConn {
 
     /// TASK SET FULL: the host retries the command once tasks have completed.
     fn task_set_full(&mut self, itt: u32) -> Vec<u8> {
-        let r = ScsiResponse {
-            bidi_overflow: false,
-            bidi_underflow: false,
+        let none = Residual {
             overflow: false,
-            underflow: false,
-            response: ScsiResponseCode::COMMAND_COMPLETED,
-            status: Status::TASK_SET_FULL,
-            data_segment_len: 0,
-            itt,
-            snack_tag: 0,
-            stat_sn: self.next_stat_sn(),
-            exp_cmd_sn: self.exp_cmd_sn,
-            max_cmd_sn: self.max_cmd_sn(),
-            exp_data_sn: 0,
-            bidi_read_residual: 0,
-            residual_count: 0,
+            count: 0,
         };
-        send_pdu(&r.to_bytes(), &[])
+        self.response_pdu(itt, Status::TASK_SET_FULL, none, &[])
     }
 
     /// Answers a command that ran no task.
@@ -772,7 +764,12 @@ impl IserConn {
             ),
         };
         let data = sense.map(|s| scsi_response_data(&s.to_bytes()));
-        let data = data.as_deref().unwrap_or(&[]);
+        self.response_pdu(itt, status, res, data.as_deref().unwrap_or(&[]))
+    }
+
+    /// A SCSI Response SEND with `status`, the residual `res` and `data` (sense) as its data
+    /// segment; it takes the next StatSN.
+    fn response_pdu(&mut self, itt: u32, status: Status, res: Residual, data: &[u8]) -> Vec<u8> {
         let r = ScsiResponse {
             bidi_overflow: false,
             bidi_underflow: false,

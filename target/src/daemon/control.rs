@@ -303,8 +303,8 @@ impl<F: Fabric> Control<F> {
         // Per command a response chain (RDMA WRITE + SEND) or an RDMA READ, two spare, and one
         // slot for the pacer's RTT probe so a probe never holds back a response; with pacing
         // on, room for the paced chunks of read data ahead of their responses.
-        let chunks = if setup.qid != 0 && self.shared.cc.current().is_some() {
-            super::poller::CHUNK_SLOTS
+        let chunks = if setup.qid != 0 {
+            self.chunk_slots()
         } else {
             0
         };
@@ -423,12 +423,7 @@ impl<F: Fabric> Control<F> {
         // Per command an RDMA READ, or an RDMA WRITE and its response; per immediate PDU a
         // response; three spare (a NOP-In ping among them); with pacing on, room for the paced
         // chunks of read data ahead of their responses, as an NVMe/RDMA I/O queue has.
-        let chunks = if self.shared.cc.current().is_some() {
-            super::poller::CHUNK_SLOTS
-        } else {
-            0
-        };
-        let sq = 2 * recvs + 3 + chunks;
+        let sq = 2 * recvs + 3 + self.chunk_slots();
         let need = sq + recvs;
         let n = self.pollers.len().max(1);
         let start = self.next_poller;
@@ -559,17 +554,7 @@ impl<F: Fabric> Control<F> {
         match msg {
             ControlMsg::Auth(job) => self.authenticate(job),
             ControlMsg::AuthDone(job, result) => self.auth_done(job, result),
-            ControlMsg::CloseConn { conn, reason } => {
-                if let Some(c) = self.conns.get_mut(&conn) {
-                    if !c.closed {
-                        self.pollers[c.poller].send(PollerMsg::Close(conn, reason));
-                    }
-                    if !c.disconnected {
-                        c.disconnected = true;
-                        let _ = self.cm.disconnect(conn);
-                    }
-                }
-            }
+            ControlMsg::CloseConn { conn, reason } => self.close_conn(conn, reason),
             ControlMsg::QueueClosed { conn, role, reason } => {
                 self.queue_closed(role, &reason);
                 if let Some(c) = self.conns.get_mut(&conn) {
@@ -673,17 +658,34 @@ impl<F: Fabric> Control<F> {
                         e.hostnqn,
                         e.host_addr
                     );
-                    expired.extend(e.conns.iter().map(|(_, c, p)| (*c, *p)));
+                    expired.extend(e.conns.iter().map(|(_, c, _)| *c));
                 }
             }
         }
-        for (conn, p) in expired {
-            self.pollers[p].send(PollerMsg::Close(conn, "keep-alive timeout".into()));
-            if let Some(c) = self.conns.get_mut(&conn) {
-                if !c.disconnected {
-                    c.disconnected = true;
-                    let _ = self.cm.disconnect(conn);
-                }
+        for conn in expired {
+            self.close_conn(conn, "keep-alive timeout".into());
+        }
+    }
+
+    /// Send-queue slots an I/O queue pair keeps for paced chunks of read data: none while
+    /// pacing is off.
+    fn chunk_slots(&self) -> u32 {
+        if self.shared.cc.current().is_some() {
+            super::poller::CHUNK_SLOTS
+        } else {
+            0
+        }
+    }
+
+    /// Tears a connection down: its poller closes the queue, and the host is disconnected.
+    fn close_conn(&mut self, conn: ConnId, reason: String) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            if !c.closed {
+                self.pollers[c.poller].send(PollerMsg::Close(conn, reason));
+            }
+            if !c.disconnected {
+                c.disconnected = true;
+                let _ = self.cm.disconnect(conn);
             }
         }
     }

@@ -72,71 +72,7 @@ impl<F: Fabric> Poller<F> {
         }
         if out.iter().any(|a| matches!(a, Action::FullFeature { .. })) {
             if let Some(s) = iq.conn.session() {
-                self.shared
-                    .data_path
-                    .iscsi_logins
-                    .fetch_add(1, Ordering::Relaxed);
-                let st = crate::mgmt::IscsiSessionStatus {
-                    session_type: format!("{:?}", s.session_type),
-                    initiator: s.initiator_name.clone(),
-                    target: s.target_name.clone().unwrap_or_default(),
-                    isid: s.isid.iter().map(|b| format!("{b:02x}")).collect(),
-                    tsih: s.tsih,
-                    peer: q.peer.map_or_else(|| "?".into(), |p| p.to_string()),
-                    poller: self.id as u32,
-                };
-                tracing::info!(
-                    "iSCSI {} session {} (TSIH {}) of {} from {} to {}",
-                    st.session_type,
-                    st.isid,
-                    st.tsih,
-                    st.initiator,
-                    st.peer,
-                    if st.target.is_empty() {
-                        "(discovery)"
-                    } else {
-                        &st.target
-                    }
-                );
-                let (old, who) = {
-                    let mut sessions = super::lock(&self.shared.iscsi_sessions);
-                    let old: Vec<ConnId> = sessions
-                        .iter()
-                        .filter(|(c, o)| **c != q.conn && o.same_session(&st))
-                        .map(|(c, _)| *c)
-                        .collect();
-                    let who = (!old.is_empty()).then(|| (st.initiator.clone(), st.isid.clone()));
-                    sessions.insert(q.conn, st);
-                    (old, who)
-                };
-                if let Some((initiator, isid)) = who {
-                    // Session reinstatement (RFC 7143 §6.3.5): the initiator logged in again
-                    // with the ISID of a session the target still has, after losing its
-                    // connection. The old one is closed, and the new login answered only once
-                    // the old tasks have ended: a write of the old session must not land
-                    // after the same initiator's writes on the new one.
-                    tracing::warn!(
-                        "iSCSI session reinstatement: {} logged in again with ISID {}; its old connection \
-                         is closed first ({} in all)",
-                        initiator,
-                        isid,
-                        old.len()
-                    );
-                    for &conn in &old {
-                        self.shared.tell_control(ControlMsg::CloseConn {
-                            conn,
-                            reason: "iSCSI session reinstated by a new login".into(),
-                        });
-                    }
-                    let held = std::mem::take(&mut out);
-                    let since = self.clock();
-                    self.iser_held.push(HeldLogin {
-                        qpn: q.qp_num().0,
-                        waits_for: old,
-                        actions: held,
-                        since,
-                    });
-                }
+                self.iser_logged_in(q, s, &mut out);
             }
         }
         q.iser = Some(iq);
@@ -150,6 +86,82 @@ impl<F: Fabric> Poller<F> {
             None
         };
         self.iser_actions(q, out, slot);
+    }
+
+    /// A login reached full-feature phase (its answer is in `out`): the session is counted
+    /// and listed; one that reinstates a session the target still has closes the old
+    /// connection, and its answer is held until the old session is gone.
+    fn iser_logged_in(
+        &mut self,
+        q: &Queue<F>,
+        s: &raidline_scsi::iscsi::login::LoginSession,
+        out: &mut Vec<Action>,
+    ) {
+        self.shared
+            .data_path
+            .iscsi_logins
+            .fetch_add(1, Ordering::Relaxed);
+        let st = crate::mgmt::IscsiSessionStatus {
+            session_type: format!("{:?}", s.session_type),
+            initiator: s.initiator_name.clone(),
+            target: s.target_name.clone().unwrap_or_default(),
+            isid: s.isid.iter().map(|b| format!("{b:02x}")).collect(),
+            tsih: s.tsih,
+            peer: q.peer.map_or_else(|| "?".into(), |p| p.to_string()),
+            poller: self.id as u32,
+        };
+        tracing::info!(
+            "iSCSI {} session {} (TSIH {}) of {} from {} to {}",
+            st.session_type,
+            st.isid,
+            st.tsih,
+            st.initiator,
+            st.peer,
+            if st.target.is_empty() {
+                "(discovery)"
+            } else {
+                &st.target
+            }
+        );
+        let (old, who) = {
+            let mut sessions = super::lock(&self.shared.iscsi_sessions);
+            let old: Vec<ConnId> = sessions
+                .iter()
+                .filter(|(c, o)| **c != q.conn && o.same_session(&st))
+                .map(|(c, _)| *c)
+                .collect();
+            let who = (!old.is_empty()).then(|| (st.initiator.clone(), st.isid.clone()));
+            sessions.insert(q.conn, st);
+            (old, who)
+        };
+        if let Some((initiator, isid)) = who {
+            // Session reinstatement (RFC 7143 §6.3.5): the initiator logged in again
+            // with the ISID of a session the target still has, after losing its
+            // connection. The old one is closed, and the new login answered only once
+            // the old tasks have ended: a write of the old session must not land
+            // after the same initiator's writes on the new one.
+            tracing::warn!(
+                "iSCSI session reinstatement: {} logged in again with ISID {}; its old connection \
+                 is closed first ({} in all)",
+                initiator,
+                isid,
+                old.len()
+            );
+            for &conn in &old {
+                self.shared.tell_control(ControlMsg::CloseConn {
+                    conn,
+                    reason: "iSCSI session reinstated by a new login".into(),
+                });
+            }
+            let held = std::mem::take(out);
+            let since = self.clock();
+            self.iser_held.push(HeldLogin {
+                qpn: q.qp_num().0,
+                waits_for: old,
+                actions: held,
+                since,
+            });
+        }
     }
 
     /// Ticks every iSER connection's keep-alive ([`crate::iser::IserConn::tick`]) about once
@@ -452,8 +464,9 @@ impl<F: Fabric> Poller<F> {
     fn iser_data_in(&mut self, q: &mut Queue<F>, mut req: Box<Req>, t: &Task, len: usize) {
         let (at, n) = t.immediate;
         let fetched = t.fetch.map_or(0, |(_, m)| m as usize);
-        if n + fetched != len || (n > 0 && req.slot.is_none()) {
-            // IserConn::plan makes these agree; a task that does not is answered, not run.
+        // IserConn makes these agree (and refuses immediate data behind an AHS); a task that
+        // does not is answered, not run.
+        if n + fetched != len || at != 0 || (n > 0 && req.slot.is_none()) {
             if let Some(s) = req.slot.take() {
                 self.post_recv(q, s);
             }
@@ -462,24 +475,10 @@ impl<F: Fabric> Poller<F> {
             return self.iser_finish(q, itt, Err(Sense::internal_failure()));
         }
         match t.fetch {
-            None if at == 0 => {
+            None => {
                 req.icd_len = n;
                 let loc = DataLocation::InCapsule { length: n as u32 };
                 self.fetch(q, req, loc, len);
-            }
-            None => {
-                // Immediate data behind an AHS (an extended CDB or a bidirectional command,
-                // neither of which is served): refused.
-                let itt = req.itt;
-                if let Some(s) = req.slot.take() {
-                    self.post_recv(q, s);
-                }
-                self.recycle(req);
-                let iu = Sense::new(
-                    raidline_scsi::sense::SenseKey::ILLEGAL_REQUEST,
-                    raidline_scsi::sense::Asc::INVALID_FIELD_IN_COMMAND_IU,
-                );
-                self.iser_finish(q, itt, Err(iu));
             }
             Some((r, _)) => {
                 req.immediate = (at, n);
@@ -495,7 +494,7 @@ impl<F: Fabric> Poller<F> {
     /// Copies a request's immediate data from its receive to the front of its pool buffer,
     /// and gives the receive back.
     pub(super) fn iser_take_immediate(&mut self, q: &mut Queue<F>, req: &mut Req) {
-        let (at, n) = std::mem::take(&mut req.immediate);
+        let (at, n) = req.immediate;
         let Some(slot) = req.slot.take() else {
             return;
         };
