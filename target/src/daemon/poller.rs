@@ -781,6 +781,9 @@ impl<F: Fabric> Poller<F> {
                 Wr::Read(req) => {
                     q.reads_in_flight = q.reads_in_flight.saturating_sub(1);
                     self.pace_acked(&mut q, req.paced_len);
+                    if let Step::Write { ns, lba, len, .. } = req.step {
+                        self.write_arrived(ns, lba, len);
+                    }
                     if ok && !q.closing {
                         self.on_data(&mut q, req);
                     } else {
@@ -1096,11 +1099,20 @@ impl<F: Fabric> Poller<F> {
                 signaled: true,
             }];
             req.paced_len = len;
+            let write = match req.step {
+                Step::Write { ns, lba, len, .. } => Some((ns, lba, len)),
+                _ => None,
+            };
             match q.ep.post_send(Wr::Read(req), &mut wr) {
                 Ok(()) => {
                     q.reads_in_flight += 1;
                     self.pace_sent(q, len);
                     self.stamp_poll();
+                    if let Some((ns, lba, len)) = write {
+                        // A stream's writes gather into whole stripes around it.
+                        let now = self.clock();
+                        self.write_coming(ns, lba, len, now);
+                    }
                 }
                 Err(rej) => {
                     q.close(format!("RDMA READ not posted: {}", rej.error));
@@ -1121,9 +1133,6 @@ impl<F: Fabric> Poller<F> {
             Step::AuthIn => self.auth_data(q, req),
             Step::ScsiOut { ns, lun, io } => self.iser_data_out(q, req, ns, lun, io),
             step @ Step::Write { .. } => {
-                if let (Step::Write { ns, lba, len, .. }, DataSrc::Pool) = (&step, req.data_src) {
-                    self.write_arrived(*ns, *lba, *len);
-                }
                 req.step = step;
                 self.submit(q, req);
             }
@@ -1478,9 +1487,6 @@ impl<F: Fabric> Poller<F> {
                 let len = data.len() as usize;
                 req.step = Step::Write { ns, lba, len, fua };
                 req.account = Some((ns, false, len as u64));
-                if matches!(data, DataLocation::Remote { .. }) {
-                    self.write_coming(ns, lba, len, req.started);
-                }
                 self.fetch(q, req, data, len);
             }
             IoRequest::Flush { .. } => {

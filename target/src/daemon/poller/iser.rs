@@ -426,11 +426,6 @@ impl<F: Fabric> Poller<F> {
                 let len = (u64::from(blocks) * bs) as usize;
                 req.step = Step::Write { ns, lba, len, fua };
                 req.account = Some((ns, false, len as u64));
-                // As an NVMe write with keyed data: a stream's writes gather into whole stripes
-                // (one whose data is all here already is not "coming").
-                if t.fetch.is_some() {
-                    self.write_coming(ns, lba, len, req.started);
-                }
                 self.iser_data_in(q, req, &t, len);
             }
             Io::Flush => {
