@@ -732,7 +732,7 @@ impl IserConn {
             overflow: false,
             count: 0,
         };
-        self.response_pdu(itt, Status::TASK_SET_FULL, none, &[])
+        self.response_pdu(itt, Status::TASK_SET_FULL, none, &[], true)
     }
 
     /// Answers a command that ran no task.
@@ -743,15 +743,15 @@ impl IserConn {
         data: Option<(RemoteBuffer, Vec<u8>)>,
         out: &mut Vec<Action>,
     ) {
-        let send = self.response(itt, result);
+        let send = self.response(itt, result, true);
         out.push(match data {
             Some((remote, data)) => Action::WriteThenSend { remote, data, send },
             None => Action::Send(send),
         });
     }
 
-    /// The SCSI Response SEND.
-    fn response(&mut self, itt: u32, result: Result<Residual, Sense>) -> Vec<u8> {
+    /// The SCSI Response SEND; `numbered`: see [`IserConn::response_pdu`].
+    fn response(&mut self, itt: u32, result: Result<Residual, Sense>, numbered: bool) -> Vec<u8> {
         let (status, sense, res) = match result {
             Ok(r) => (Status::GOOD, None, r),
             Err(s) => (
@@ -764,12 +764,20 @@ impl IserConn {
             ),
         };
         let data = sense.map(|s| scsi_response_data(&s.to_bytes()));
-        self.response_pdu(itt, status, res, data.as_deref().unwrap_or(&[]))
+        self.response_pdu(itt, status, res, data.as_deref().unwrap_or(&[]), numbered)
     }
 
     /// A SCSI Response SEND with `status`, the residual `res` and `data` (sense) as its data
-    /// segment; it takes the next StatSN.
-    fn response_pdu(&mut self, itt: u32, status: Status, res: Residual, data: &[u8]) -> Vec<u8> {
+    /// segment. `numbered`: it takes the next StatSN now; else [`IserConn::number`] gives it
+    /// one when it goes.
+    fn response_pdu(
+        &mut self,
+        itt: u32,
+        status: Status,
+        res: Residual,
+        data: &[u8],
+        numbered: bool,
+    ) -> Vec<u8> {
         let r = ScsiResponse {
             bidi_overflow: false,
             bidi_underflow: false,
@@ -780,7 +788,7 @@ impl IserConn {
             data_segment_len: data.len() as u32,
             itt,
             snack_tag: 0,
-            stat_sn: self.next_stat_sn(),
+            stat_sn: if numbered { self.next_stat_sn() } else { 0 },
             exp_cmd_sn: self.exp_cmd_sn,
             max_cmd_sn: self.max_cmd_sn(),
             exp_data_sn: 0,
@@ -794,7 +802,18 @@ impl IserConn {
     /// management aborted it), and the answers of task management functions that waited
     /// for it. Returns whether the task's own response is the first action pushed (its read
     /// data, if any, goes ahead of it; an aborted task's goes nowhere).
-    pub fn complete(&mut self, itt: u32, result: Result<(), Sense>, out: &mut Vec<Action>) -> bool {
+    ///
+    /// `later`: the caller sends the task's response after the other actions, when its read
+    /// data has gone (a paced queue's data waits for its tokens). It then carries no StatSN
+    /// until [`IserConn::number`] gives it one as it goes, so StatSNs reach the initiator in
+    /// order (RFC 7143 §4.2.2.2) whatever the pacer held.
+    pub fn complete(
+        &mut self,
+        itt: u32,
+        result: Result<(), Sense>,
+        later: bool,
+        out: &mut Vec<Action>,
+    ) -> bool {
         let Some(t) = self.tasks.remove(&itt) else {
             return false;
         };
@@ -803,7 +822,7 @@ impl IserConn {
         }
         let responds = !t.aborted;
         if responds {
-            let send = self.response(itt, result.map(|()| t.residual));
+            let send = self.response(itt, result.map(|()| t.residual), !later);
             out.push(Action::Send(send));
         }
         let mut done = Vec::new();
@@ -820,6 +839,21 @@ impl IserConn {
             self.tmf_response(tmf, TmResponse::FUNCTION_COMPLETE, out);
         }
         responds
+    }
+
+    /// Gives a SCSI Response that [`IserConn::complete`] left unnumbered (`later`) its
+    /// StatSN, and the command window as it is now, just before it is sent.
+    pub fn number(&mut self, send: &mut [u8]) {
+        let Some(bhs) = send.get_mut(ISER_HDR_LEN..ISER_HDR_LEN + BHS_LEN) else {
+            return;
+        };
+        let Ok(mut r) = ScsiResponse::parse(bhs) else {
+            return;
+        };
+        r.stat_sn = self.next_stat_sn();
+        r.exp_cmd_sn = self.exp_cmd_sn;
+        r.max_cmd_sn = self.max_cmd_sn();
+        bhs.copy_from_slice(&r.to_bytes());
     }
 
     fn task_mgmt(&mut self, t: &TaskMgmtRequest, units: &dyn Units, out: &mut Vec<Action>) {

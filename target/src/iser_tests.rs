@@ -332,13 +332,13 @@ fn inquiry_read_and_write_as_open_iscsi_sends_them() {
     out.clear();
 
     // The window shrinks with what is in flight and opens as tasks complete.
-    c.complete(2, Ok(()), &mut out);
+    c.complete(2, Ok(()), false, &mut out);
     let r = response(&sent(&out)[0]);
     assert_eq!((r.status, r.itt), (Status::GOOD, 2));
     let window = r.max_cmd_sn.wrapping_sub(r.exp_cmd_sn).wrapping_add(1);
     assert_eq!((r.exp_cmd_sn, window), (5, 127));
     out.clear();
-    c.complete(3, Err(Sense::write_error(32)), &mut out);
+    c.complete(3, Err(Sense::write_error(32)), false, &mut out);
     let p = &sent(&out)[0];
     assert_eq!(response(p).status, Status::CHECK_CONDITION);
     assert_eq!(sense_of(p), Sense::write_error(32));
@@ -392,7 +392,7 @@ fn residuals_and_transfer_length_mismatches() {
     };
     assert_eq!(t.deliver, Some((READ_VA, 1024)));
     out.clear();
-    c.complete(2, Ok(()), &mut out);
+    c.complete(2, Ok(()), false, &mut out);
     let r = response(&sent(&out)[0]);
     assert!(r.overflow && !r.underflow);
     assert_eq!(r.residual_count, 3072);
@@ -622,7 +622,7 @@ fn task_management_waits_for_the_tasks_it_aborts() {
     );
     assert!(out.is_empty());
     // Aborted: no response of its own (so its read data goes nowhere).
-    assert!(!c.complete(10, Ok(()), &mut out));
+    assert!(!c.complete(10, Ok(()), false, &mut out));
     let s = sent(&out);
     assert_eq!(s.len(), 1);
     let Pdu::TaskMgmtResponse(r) = s[0].0 else {
@@ -661,7 +661,7 @@ fn task_management_waits_for_the_tasks_it_aborts() {
         &mut out,
     );
     assert!(out.is_empty());
-    c.complete(11, Err(Sense::read_error(0)), &mut out);
+    c.complete(11, Err(Sense::read_error(0)), false, &mut out);
     let s = sent(&out);
     assert_eq!(s.len(), 1, "the aborted task's response is not sent");
     let Pdu::TaskMgmtResponse(r) = s[0].0 else {
@@ -904,7 +904,7 @@ fn immediate_commands_beyond_the_window_get_task_set_full() {
     assert_eq!(response(&last[0]).status, Status::TASK_SET_FULL);
     // One completes: the next is taken again.
     out.clear();
-    assert!(c.complete(1, Ok(()), &mut out));
+    assert!(c.complete(1, Ok(()), false, &mut out));
     out.clear();
     let mut p = command(9999, 2, 0, &read, 512, Some(READ_VA), None, &[]);
     p[28] |= 0x40;
@@ -987,4 +987,46 @@ fn a_silent_initiator_is_pinged_and_closed_when_it_does_not_answer() {
         matches!(out.as_slice(), [Action::Close(w)] if w.contains("login")),
         "{out:?}"
     );
+}
+
+#[test]
+fn a_response_sent_after_its_read_data_is_numbered_when_it_goes() {
+    let (mut c, u) = logged_in("Normal");
+    let mut out = Vec::new();
+    let read = |itt, cmd_sn| {
+        command(
+            itt,
+            cmd_sn,
+            0,
+            &[opcode::READ_10, 0, 0, 0, 0, 0, 0, 0, 1, 0],
+            512,
+            Some(READ_VA),
+            None,
+            &[],
+        )
+    };
+    for (itt, cmd_sn) in [(1, 2), (2, 3)] {
+        recv(&mut c, &read(itt, cmd_sn), &u, &mut out);
+    }
+    assert_eq!(c.tasks_in_flight(), 2);
+    out.clear();
+    // Task 1's data waits for the pacer; task 2 finishes and answers at once, then task 1's
+    // response goes: the StatSNs follow the order on the wire, not the order of completion.
+    assert!(c.complete(1, Ok(()), true, &mut out));
+    let Some(Action::Send(mut held)) = out.pop() else {
+        panic!("{out:?}")
+    };
+    assert!(c.complete(2, Ok(()), false, &mut out));
+    let first = response(&sent(&out)[0]);
+    c.number(&mut held);
+    let second = response(&sent(&[Action::Send(held)])[0]);
+    assert_eq!((first.itt, second.itt), (2, 1));
+    assert_eq!(second.stat_sn, first.stat_sn.wrapping_add(1));
+    // The window as it is when the response goes: both tasks done.
+    let window = second
+        .max_cmd_sn
+        .wrapping_sub(second.exp_cmd_sn)
+        .wrapping_add(1);
+    assert_eq!((second.exp_cmd_sn, window), (4, 128));
+    assert_eq!(second.status, Status::GOOD);
 }

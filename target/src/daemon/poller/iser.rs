@@ -611,15 +611,15 @@ impl<F: Fabric> Poller<F> {
             return self.recycle(req);
         };
         let mut out = std::mem::take(&mut self.iser_out);
-        let responds = iq.conn.complete(req.itt, result, &mut out);
+        // Read data goes ahead of its response, perhaps after what `out` holds (the pacer
+        // may keep it): that response is numbered as it goes (`iser_read_response`).
+        let later =
+            result.is_ok() && req.write_back.is_some_and(|(_, n)| n > 0) && req.data.is_some();
+        let responds = iq.conn.complete(req.itt, result, later, &mut out);
         q.iser = Some(iq);
         // The task's own response comes first in `out`, unless task management aborted the
         // task: then its data goes nowhere either.
-        let delivers = responds
-            && result.is_ok()
-            && req.write_back.is_some_and(|(_, n)| n > 0)
-            && req.data.is_some()
-            && matches!(out.first(), Some(Action::Send(_)));
+        let delivers = responds && later && matches!(out.first(), Some(Action::Send(_)));
         if delivers {
             let Some(Action::Send(resp)) = (!out.is_empty()).then(|| out.remove(0)) else {
                 return self.recycle(req);
@@ -659,7 +659,11 @@ impl<F: Fabric> Poller<F> {
         let done = req.chunked as u32;
         let (to, from) = super::pace::data_at(remote, sge, u64::from(done), sge.length - done);
         let len = u64::from(from.length);
-        let resp = std::mem::take(&mut req.iser_resp);
+        let mut resp = std::mem::take(&mut req.iser_resp);
+        // Its StatSN now, in the order the responses go (see `IserConn::complete`).
+        if let Some(iq) = q.iser.as_mut() {
+            iq.conn.number(&mut resp);
+        }
         req.paced_len = len;
         let sges = [from];
         let mut wrs = [
@@ -693,7 +697,7 @@ impl<F: Fabric> Poller<F> {
             return;
         };
         let mut out = std::mem::take(&mut self.iser_out);
-        iq.conn.complete(itt, result, &mut out);
+        iq.conn.complete(itt, result, false, &mut out);
         q.iser = Some(iq);
         self.iser_actions(q, out, None);
     }
