@@ -842,18 +842,21 @@ impl IserConn {
     }
 
     /// Gives a SCSI Response that [`IserConn::complete`] left unnumbered (`later`) its
-    /// StatSN, and the command window as it is now, just before it is sent.
-    pub fn number(&mut self, send: &mut [u8]) {
+    /// StatSN, and the command window as it is now, just before it is sent. False (and
+    /// nothing changed) when `send` is not a SCSI Response SEND.
+    #[must_use]
+    pub fn number(&mut self, send: &mut [u8]) -> bool {
         let Some(bhs) = send.get_mut(ISER_HDR_LEN..ISER_HDR_LEN + BHS_LEN) else {
-            return;
+            return false;
         };
         let Ok(mut r) = ScsiResponse::parse(bhs) else {
-            return;
+            return false;
         };
         r.stat_sn = self.next_stat_sn();
         r.exp_cmd_sn = self.exp_cmd_sn;
         r.max_cmd_sn = self.max_cmd_sn();
         bhs.copy_from_slice(&r.to_bytes());
+        true
     }
 
     fn task_mgmt(&mut self, t: &TaskMgmtRequest, units: &dyn Units, out: &mut Vec<Action>) {

@@ -1005,28 +1005,35 @@ fn a_response_sent_after_its_read_data_is_numbered_when_it_goes() {
             &[],
         )
     };
-    for (itt, cmd_sn) in [(1, 2), (2, 3)] {
+    for (itt, cmd_sn) in [(1, 2), (2, 3), (3, 4)] {
         recv(&mut c, &read(itt, cmd_sn), &u, &mut out);
     }
-    assert_eq!(c.tasks_in_flight(), 2);
+    assert_eq!(c.tasks_in_flight(), 3);
     out.clear();
-    // Task 1's data waits for the pacer; task 2 finishes and answers at once, then task 1's
-    // response goes: the StatSNs follow the order on the wire, not the order of completion.
-    assert!(c.complete(1, Ok(()), true, &mut out));
+    // Task 1 answers at once; task 2's data waits for the pacer, and task 3 answers before
+    // it goes: the StatSNs follow the order on the wire (1, 3, 2), none skipped.
+    assert!(c.complete(1, Ok(()), false, &mut out));
+    let first = response(&sent(&out)[0]);
+    out.clear();
+    assert!(c.complete(2, Ok(()), true, &mut out));
     let Some(Action::Send(mut held)) = out.pop() else {
         panic!("{out:?}")
     };
-    assert!(c.complete(2, Ok(()), false, &mut out));
-    let first = response(&sent(&out)[0]);
-    c.number(&mut held);
-    let second = response(&sent(&[Action::Send(held)])[0]);
-    assert_eq!((first.itt, second.itt), (2, 1));
+    assert!(c.complete(3, Ok(()), false, &mut out));
+    let second = response(&sent(&out)[0]);
+    assert!(c.number(&mut held));
+    let third = response(&sent(&[Action::Send(held)])[0]);
+    assert_eq!((first.itt, second.itt, third.itt), (1, 3, 2));
     assert_eq!(second.stat_sn, first.stat_sn.wrapping_add(1));
-    // The window as it is when the response goes: both tasks done.
-    let window = second
+    assert_eq!(third.stat_sn, first.stat_sn.wrapping_add(2));
+    // The window as it is when the response goes: all three tasks done.
+    let window = third
         .max_cmd_sn
-        .wrapping_sub(second.exp_cmd_sn)
+        .wrapping_sub(third.exp_cmd_sn)
         .wrapping_add(1);
-    assert_eq!((second.exp_cmd_sn, window), (4, 128));
-    assert_eq!(second.status, Status::GOOD);
+    assert_eq!((third.exp_cmd_sn, window), (5, 128));
+    assert_eq!(third.status, Status::GOOD);
+    // Anything but a SCSI Response is left as it is.
+    let mut other = vec![0u8; 12];
+    assert!(!c.number(&mut other));
 }

@@ -147,8 +147,16 @@ impl IserHost {
 
     /// Sends `payload` and returns the next PDU the target sends (its header and data).
     fn exchange(&mut self, payload: &[u8]) -> Result<(Pdu, Vec<u8>), String> {
-        self.mem.write(SEND_OFF, payload).unwrap();
-        let sge = self.mr.sge(SEND_OFF as u64, payload.len() as u32).unwrap();
+        self.send(SEND_OFF, payload)?;
+        self.receive(TIMEOUT)
+    }
+
+    /// SENDs `payload` from offset `at` of the send area (a SEND still in flight keeps its
+    /// own bytes when the next goes from another offset).
+    fn send(&mut self, at: usize, payload: &[u8]) -> Result<(), String> {
+        assert!(at + payload.len() <= RECV_OFF, "past the send area");
+        self.mem.write(at, payload).unwrap();
+        let sge = self.mr.sge(at as u64, payload.len() as u32).unwrap();
         self.qp
             .post_send(&[SendWr {
                 wr_id: WrId(1),
@@ -156,8 +164,7 @@ impl IserHost {
                 payload: Payload::Sges(&[sge]),
                 signaled: true,
             }])
-            .map_err(|e| format!("{e:?}"))?;
-        self.receive(TIMEOUT)
+            .map_err(|e| format!("{e:?}"))
     }
 
     /// The next PDU the target sends, within `timeout`.
@@ -285,6 +292,25 @@ impl IserHost {
         write: Option<usize>,
         imm: &[u8],
     ) -> (ScsiResponse, Vec<u8>) {
+        let (itt, send) = self.command(cdb, edtl, read, write, imm);
+        let (pdu, data) = self.exchange(&send).expect("SCSI answer");
+        let Pdu::ScsiResponse(r) = pdu else {
+            panic!("not a SCSI Response: {pdu:?}")
+        };
+        assert_eq!(r.itt, itt);
+        (r, data)
+    }
+
+    /// A SCSI Command's SEND (see [`Self::scsi_imm`]) and its task tag; it takes the next
+    /// CmdSN.
+    fn command(
+        &mut self,
+        cdb: &[u8],
+        edtl: u32,
+        read: Option<usize>,
+        write: Option<usize>,
+        imm: &[u8],
+    ) -> (u32, Vec<u8>) {
         let mut c16 = [0u8; 16];
         c16[..cdb.len()].copy_from_slice(cdb);
         let itt = self.itt;
@@ -309,14 +335,7 @@ impl IserHost {
             write: write.map(|o| self.buffer(o)),
             read: read.map(|o| self.buffer(o)),
         };
-        let (pdu, data) = self
-            .exchange(&build_send(&hdr, &cmd.to_bytes(), &[], imm))
-            .expect("SCSI answer");
-        let Pdu::ScsiResponse(r) = pdu else {
-            panic!("not a SCSI Response: {pdu:?}")
-        };
-        assert_eq!(r.itt, itt);
-        (r, data)
+        (itt, build_send(&hdr, &cmd.to_bytes(), &[], imm))
     }
 }
 
@@ -803,6 +822,35 @@ fn paced_iser_reads_leave_in_chunks_and_arrive_whole() {
     assert!(chunks > 0, "the read went unpaced");
     // The bucket lends at most 256 KiB: the rest waits for its tokens.
     assert!(took >= 0.8 * (256 << 10) as f64 / RATE, "{took:.3} s");
+
+    // A command answered while a read's data waits for its tokens: its response goes first,
+    // and the StatSNs follow the order the responses go in, not the order the tasks ended.
+    let read = [opcode::READ_10, 0, 0, 0, 4, 0, 0, 0, 128, 0];
+    let (read_itt, send) = h.command(&read, 512 << 10, Some(0), None, &[]);
+    h.send(SEND_OFF, &send).unwrap();
+    // The read's storage is done long before its data may go (0.1 s and more at this rate).
+    std::thread::sleep(Duration::from_millis(30));
+    let tur = [opcode::TEST_UNIT_READY, 0, 0, 0, 0, 0];
+    let (tur_itt, send) = h.command(&tur, 0, None, None, &[]);
+    h.send(SEND_OFF + 4096, &send).unwrap();
+    let answers: Vec<ScsiResponse> = (0..2)
+        .map(|_| match h.receive(TIMEOUT).expect("an answer").0 {
+            Pdu::ScsiResponse(r) => r,
+            other => panic!("not a SCSI Response: {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        (answers[0].itt, answers[1].itt),
+        (tur_itt, read_itt),
+        "the read's response went first"
+    );
+    assert_eq!(answers[1].status, Status::GOOD);
+    assert_eq!(
+        answers[1].stat_sn,
+        answers[0].stat_sn.wrapping_add(1),
+        "StatSNs out of order: {answers:?}"
+    );
+    assert!(h.read_data(0, 512 << 10) == data, "read data differs");
 }
 
 #[test]

@@ -661,8 +661,9 @@ impl<F: Fabric> Poller<F> {
         let len = u64::from(from.length);
         let mut resp = std::mem::take(&mut req.iser_resp);
         // Its StatSN now, in the order the responses go (see `IserConn::complete`).
-        if let Some(iq) = q.iser.as_mut() {
-            iq.conn.number(&mut resp);
+        if !q.iser.as_mut().is_some_and(|iq| iq.conn.number(&mut resp)) {
+            q.close("an iSCSI read's response is not a SCSI Response");
+            return self.recycle_posted(q, req);
         }
         req.paced_len = len;
         let sges = [from];
