@@ -354,16 +354,18 @@ impl<F: Fabric> Poller<F> {
         // A paced transfer or probe due: the sleep below ends at its time (`wait_ready` has
         // nanosecond resolution); only one due sooner than a sleep would take is spun for.
         let due = self.until_due();
+        // Held writes wait for completions, which wake the poller (an RDMA READ's on the CQ,
+        // a running task's on the ring), or for their time limit.
+        let due = match (due, self.writes.held_for()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         // Completions held back by the CQ itself come with no notification: poll again soon.
-        // Parked writes wait for stripes other threads may hold, held ones for a neighbour
-        // (or their time limit): look again soon.
+        // Parked writes wait for stripes other threads may hold: look again soon.
         if !self.early.is_empty() {
             return;
         }
-        if self.cq.holds_completions()
-            || !self.writes.parked.is_empty()
-            || !self.writes.held.is_empty()
-        {
+        if self.cq.holds_completions() || !self.writes.parked.is_empty() {
             let d = due.map_or(HELD_POLL, |d| d.min(HELD_POLL));
             if d < SPIN_BELOW {
                 std::hint::spin_loop();

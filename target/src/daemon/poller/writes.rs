@@ -27,10 +27,10 @@
 //! A write is held only while something it waits for is sure to come: a neighbour's RDMA
 //! READ posted (its completion comes, with data or an error), or the task it continues still
 //! running (its end brings the host's next command). How long that takes is the fabric's and
-//! the drives' business, so no clock ends the wait early: a 2 ms limit wrote a quarter of the
-//! lab's seqwrite-128k stripes by reconstruct-write, where one RDMA READ queued behind others
-//! takes tens of milliseconds. [`HOLD_MAX`] only bounds the bookkeeping of a READ whose
-//! completion never came back (a queue torn down under it).
+//! the drives' business, so no clock ends the wait early: a 2 ms limit wrote two stripes in
+//! five of the lab's seqwrite-128k by reconstruct-write, where one RDMA READ queued behind
+//! others takes tens of milliseconds. [`HOLD_MAX`] is a guard (a task or a flush that takes
+//! that long); the poller sleeps while writes are held, until a completion or that guard.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -63,8 +63,8 @@ pub(super) enum Taken {
     No(Request),
 }
 
-/// The longest a write is held (a guard: every wait ends with a completion first, see the
-/// module documentation). Longer than an RDMA READ queued behind a window of others on a slow
+/// The longest a write is held (a guard: each wait ends with a completion, see the module
+/// documentation). Longer than an RDMA READ queued behind a window of others on a slow
 /// fabric (the lab's rxe: about 2.6 ms per 128 KiB, so 40 ms for sixteen) and shorter than
 /// any host's command timeout.
 pub(super) const HOLD_MAX: Duration = Duration::from_millis(100);
@@ -107,6 +107,17 @@ pub(super) struct Writes {
     coming_end: Coming,
 }
 
+impl Writes {
+    /// How long until the first held write reaches [`HOLD_MAX`], if any is held.
+    pub(super) fn held_for(&self) -> Option<Duration> {
+        let now = Instant::now();
+        self.held
+            .iter()
+            .map(|(_, _, since)| (*since + HOLD_MAX).saturating_duration_since(now))
+            .min()
+    }
+}
+
 /// Counts a write on its way in `map`.
 fn note(map: &mut Coming, key: (usize, u64), now: Instant) {
     let e = map.entry(key).or_insert((0, now));
@@ -124,7 +135,7 @@ fn forget(map: &mut Coming, key: (usize, u64)) {
     }
 }
 
-/// Whether a write is on its way at `key` (and not so old that it will not come).
+/// Whether a write is on its way at `key` (within the guard of [`HOLD_MAX`]).
 fn on_its_way(map: &Coming, key: (usize, u64), now: Instant) -> bool {
     map.get(&key)
         .is_some_and(|&(n, at)| n > 0 && now.saturating_duration_since(at) < HOLD_MAX)
@@ -250,7 +261,7 @@ impl<F: Fabric> Poller<F> {
         let end = end_block(array, lba, len);
         note(&mut self.writes.coming_at, (ns, lba), now);
         note(&mut self.writes.coming_end, (ns, end), now);
-        // Writes that never arrived (their queue closed during the READ) are forgotten.
+        // A guard: every READ's completion forgets its write (see `write_arrived`).
         if self.writes.coming_at.len() > 4096 {
             for map in [&mut self.writes.coming_at, &mut self.writes.coming_end] {
                 map.retain(|_, (_, at)| now.saturating_duration_since(*at) < HOLD_MAX);
