@@ -129,6 +129,9 @@ struct RawIscsi {
     /// Seconds a ping may stay unanswered before the connection is closed.
     #[serde(default)]
     nop_in_timeout: Option<Spanned<u64>>,
+    /// ImmediateData offered in the login (default yes).
+    #[serde(default)]
+    immediate_data: Option<bool>,
 }
 
 /// `[[iscsi.target]]`.
@@ -360,7 +363,7 @@ pub struct Config {
 }
 
 /// `[iscsi]`: namespaces served to iSCSI hosts over iSER (RDMA), beside NVMe-oF.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IscsiConfig {
     /// RDMA CM listen addresses of the iSER portals (3260 is iSCSI's port).
     pub listen: Vec<SocketAddr>,
@@ -370,6 +373,23 @@ pub struct IscsiConfig {
     pub discovery_chap: Option<raidline_scsi::iscsi::chap::ChapConfig>,
     /// Keep-alive times (`nop_in_interval`, `nop_in_timeout`; LIO's defaults, 15 s and 30 s).
     pub keepalive: crate::iser::Keepalive,
+    /// `immediate_data`: ImmediateData=Yes offered (the default, as LIO). Writes of up to
+    /// 8 KiB then come whole in their command's SEND, with no RDMA READ; a larger write's
+    /// first 8 KiB are copied into its pool buffer. `false`: every write's data is fetched
+    /// by RDMA READ, and no payload byte is copied.
+    pub immediate_data: bool,
+}
+
+impl Default for IscsiConfig {
+    fn default() -> IscsiConfig {
+        IscsiConfig {
+            listen: Vec::new(),
+            targets: Vec::new(),
+            discovery_chap: None,
+            keepalive: crate::iser::Keepalive::default(),
+            immediate_data: true,
+        }
+    }
 }
 
 /// One iSCSI target (`[[iscsi.target]]`).
@@ -1113,6 +1133,7 @@ fn iscsi_config(
         targets,
         discovery_chap,
         keepalive,
+        immediate_data: raw.immediate_data.unwrap_or(true),
     })
 }
 

@@ -297,6 +297,10 @@ nsid = 1
         Some(vec!["iqn.1993-08.org.debian:01:host1".to_string()])
     );
     assert_eq!((t.luns[0].lun, t.luns[0].nsid), (3, 1));
+    // Immediate data unless turned off.
+    assert!(c.iscsi.immediate_data);
+    let off = text.replace("[iscsi]\n", "[iscsi]\nimmediate_data = false\n");
+    assert!(!Config::parse(&off, "t.toml").unwrap().iscsi.immediate_data);
     // Without [iscsi], nothing is served over iSER.
     assert_eq!(
         Config::parse(ISCSI_BASE, "t").unwrap().iscsi,

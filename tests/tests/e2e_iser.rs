@@ -356,6 +356,16 @@ fn iser_rig_full(
     cc: Option<raidline_target::daemon::CcSpec>,
     keepalive: Option<raidline_target::iser::Keepalive>,
 ) -> (MemNetwork, Target) {
+    iser_rig_edit(chap, cc, keepalive, |_| ())
+}
+
+/// [`iser_rig_full`] with `edit` applied to the `[iscsi]` configuration.
+fn iser_rig_edit(
+    chap: Option<raidline_scsi::iscsi::chap::ChapConfig>,
+    cc: Option<raidline_target::daemon::CcSpec>,
+    keepalive: Option<raidline_target::iser::Keepalive>,
+    edit: impl FnOnce(&mut IscsiConfig),
+) -> (MemNetwork, Target) {
     let disks = mem_disks(4, 9 << 20);
     let (members, _) = members_of(&disks, false);
     let array = create_array(members);
@@ -381,7 +391,9 @@ fn iser_rig_full(
         }],
         discovery_chap: None,
         keepalive: keepalive.unwrap_or_default(),
+        immediate_data: true,
     };
+    edit(&mut spec.iscsi);
     spec.cc = cc;
     let target = Target::start(net.device("target0"), spec).expect("target start");
     (net, target)
@@ -771,6 +783,68 @@ fn a_login_with_the_isid_of_a_live_session_reinstates_it() {
     );
     assert_eq!(r.status, Status::GOOD);
     assert_eq!(new.read_data(0, 4096), data);
+}
+
+#[test]
+fn with_immediate_data_off_every_write_is_fetched_and_nothing_copied() {
+    let (net, target) = iser_rig_edit(None, None, None, |c| c.immediate_data = false);
+    let mut h = IserHost::connect(&net, "host1", PORTAL.parse().unwrap());
+    h.log_in();
+    // The host offered ImmediateData=Yes; the target's No wins: writes of any size come by
+    // RDMA READ, straight into pool buffers.
+    let mut written = Vec::new();
+    for (lba, len) in [(30u8, 4096usize), (40, 64 << 10)] {
+        let data = pattern(u64::from(lba), len);
+        h.write_data(0, &data);
+        let blocks = (len / 4096) as u8;
+        let (r, _) = h.scsi(
+            &[opcode::WRITE_10, 0, 0, 0, 1, lba, 0, 0, blocks, 0],
+            len as u32,
+            None,
+            Some(0),
+        );
+        assert_eq!(r.status, Status::GOOD, "{r:?}");
+        written.push((lba, data));
+    }
+    assert_eq!(copied(&target), 0);
+    // Immediate data where none was negotiated: refused, nothing written.
+    let stray = pattern(99, 4096);
+    let (r, d) = h.scsi_imm(
+        &[opcode::WRITE_10, 0, 0, 0, 1, 250, 0, 0, 1, 0],
+        4096,
+        None,
+        None,
+        &stray,
+    );
+    assert_eq!(r.status, Status::CHECK_CONDITION);
+    assert_eq!(
+        sense(&d).asc,
+        raidline_scsi::sense::Asc::INVALID_FIELD_IN_COMMAND_IU
+    );
+    for (lba, data) in written {
+        h.write_data(0, &vec![0u8; data.len()]);
+        let blocks = (data.len() / 4096) as u8;
+        let (r, _) = h.scsi(
+            &[opcode::READ_10, 0, 0, 0, 1, lba, 0, 0, blocks, 0],
+            data.len() as u32,
+            Some(0),
+            None,
+        );
+        assert_eq!(r.status, Status::GOOD);
+        assert!(
+            h.read_data(0, data.len()) == data,
+            "LBA {lba}: read data differs"
+        );
+    }
+    let (r, _) = h.scsi(
+        &[opcode::READ_10, 0, 0, 0, 1, 250, 0, 0, 1, 0],
+        4096,
+        Some(0),
+        None,
+    );
+    assert_eq!(r.status, Status::GOOD);
+    assert!(h.read_data(0, 4096) != stray, "the refused write landed");
+    assert_eq!(copied(&target), 0);
 }
 
 #[test]

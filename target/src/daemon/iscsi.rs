@@ -102,14 +102,17 @@ impl IscsiServed {
         }
         let discovery_chap = config.discovery_chap.clone();
         let iscsi_keepalive = config.keepalive;
+        let immediate_data = config.immediate_data;
         let mut config = LoginConfig::new(login, true);
         config.portal_group_tag = 1;
         config.discovery_chap = discovery_chap;
         // ImmediateData Yes (the default): a write of up to TargetRecvDataSegmentLength (8 KiB)
         // comes whole in its command's SEND and is written from the receive buffer, with no
         // RDMA READ round trip (LIO's isert does the same); a larger one brings its first
-        // 8 KiB that way, copied into the pool buffer the rest is fetched into. InitialR2T
+        // 8 KiB that way, copied into the pool buffer the rest is fetched into. No
+        // (`immediate_data = false`): every write is fetched whole, with no copy. InitialR2T
         // stays Yes: no unsolicited Data-Out PDUs.
+        config.prefs.immediate_data = immediate_data;
         Ok(IscsiServed {
             keepalive: iscsi_keepalive,
             config,
