@@ -29,7 +29,8 @@
 # --proto iser: the same RAID-5 jobs over iSCSI/iSER instead (issue 18): raidline serves the
 # array as LUN 0 of an iSCSI target on an iSER portal, the kernel's side is LIO with ib_isert
 # over the md array (`ref-target.sh --proto iser`), and open-iscsi's iser host logs in to each.
-# The RAM-disk jobs are NVMe/RDMA only. `kernel=` in the output is then LIO.
+# The RAM-disk jobs run over iSER too: raidline's RAM namespace is LUN 0 of a second target,
+# LIO serves /dev/ram1 through an iblock backstore. `kernel=` in the output is then LIO.
 #
 # --degraded: both RAID-5 arrays run with their last drive failed before the jobs
 # (`raidline array fail`, `mdadm --fail`): writes reconstruct or skip the missing chunk, reads
@@ -105,10 +106,11 @@ knqn=nqn.2026-11.io.raidline:ref-md5
 kram=nqn.2026-11.io.raidline:ref-ram
 iqn=iqn.2026-12.io.raidline:array0
 kiqn=iqn.2026-12.io.raidline:ref-md5
+iqn_ram=iqn.2026-12.io.raidline:ram
+kiqn_ram=iqn.2026-12.io.raidline:ref-ram
 proto=${BENCH_PROTO:-nvme}
 jobs=(randread-4k randwrite-4k seqwrite-128k seqread-128k fullstripe-192k)
 ramjobs=(randread-4k randwrite-4k seqwrite-128k seqread-128k)
-[ "$proto" = nvme ] || ramjobs=()
 if [ -n "${BENCH_JOBS:-}" ]; then
   # Keep the listed jobs only (on the RAID-5 and the RAM-disk namespaces alike).
   keep() { local j; for j in "$@"; do [[ " $BENCH_JOBS " == *" $j "* ]] && echo "$j"; done; true; }
@@ -173,9 +175,12 @@ raidline_phase() {
     unset RAIDLINE_BIN
   fi
   if [ "$proto" = iser ]; then
-    "$LAB_DIR/raidline.sh" start --addr "$LAB_IP" --nqn "$nqn" --io-path "$path" --iscsi "$iqn"
+    "$LAB_DIR/raidline.sh" start --addr "$LAB_IP" --nqn "$nqn" --io-path "$path" --iscsi "$iqn" \
+      --ram-dev /dev/ram0 --ram-nqn "$rnqn" --iscsi-ram "$iqn_ram"
     dev=$(lab_iser_login "$LAB_IP" "$iqn" 60) || lab_fail "iSER login to $iqn"
-    rdev="no"
+    rdev=no
+    [ ${#ramjobs[@]} -eq 0 ] || rdev=$(lab_iser_login "$LAB_IP" "$iqn_ram" 60) ||
+      lab_fail "iSER login to $iqn_ram"
   else
     "$LAB_DIR/raidline.sh" start --addr "$LAB_IP" --nqn "$nqn" --io-path "$path" \
       --ram-dev /dev/ram0 --ram-nqn "$rnqn"
@@ -198,6 +203,7 @@ raidline_phase() {
   grep "stripes written" "$out/status-$path.txt" | sed "s/^ */raidline ($path) /" >&2 || true
   if [ "$proto" = iser ]; then
     lab_iser_logout "$iqn"
+    [ ${#ramjobs[@]} -eq 0 ] || lab_iser_logout "$iqn_ram"
   else
     nvme disconnect -n "$nqn" > /dev/null
     nvme disconnect -n "$rnqn" > /dev/null
@@ -208,11 +214,13 @@ raidline_phase() {
   for d in $(lab_nvme_drives); do dd if=/dev/zero of="$d" bs=1M count=2 oflag=direct status=none; done
 }
 
-# kernel_phase_iser: LIO + ib_isert over md RAID-5, the RAID-5 jobs over open-iscsi's iser host.
+# kernel_phase_iser: LIO + ib_isert over md RAID-5 and over a RAM disk, the jobs over
+# open-iscsi's iser host.
 kernel_phase_iser() {
-  local dev
+  local dev rdev
   "$LAB_DIR/ref-target.sh" start --proto iser --addr "$LAB_IP" --nqn "$kiqn" \
-    --consistency "$([ -n "${BENCH_DEGRADED:-}" ] && echo ppl || echo bitmap)"
+    --consistency "$([ -n "${BENCH_DEGRADED:-}" ] && echo ppl || echo bitmap)" \
+    --ram-dev /dev/ram1 --ram-iqn "$kiqn_ram"
   if [ -n "${BENCH_DEGRADED:-}" ]; then
     mdadm /dev/md/ref --fail "$(lab_nvme_drives | tail -n 1)" > /dev/null 2>&1 ||
       lab_fail "mdadm --fail"
@@ -220,7 +228,12 @@ kernel_phase_iser() {
   dev=$(lab_iser_login "$LAB_IP" "$kiqn" 60) || lab_fail "iSER login to $kiqn"
   run_jobs kernel "$dev" "${jobs[@]}"
   lab_iser_logout "$kiqn"
-  "$LAB_DIR/ref-target.sh" stop --proto iser --nqn "$kiqn"
+  if [ ${#ramjobs[@]} -gt 0 ]; then
+    rdev=$(lab_iser_login "$LAB_IP" "$kiqn_ram" 60) || lab_fail "iSER login to $kiqn_ram"
+    run_jobs kernel-ram "$rdev" "${ramjobs[@]}"
+    lab_iser_logout "$kiqn_ram"
+  fi
+  "$LAB_DIR/ref-target.sh" stop --proto iser --nqn "$kiqn" --ram-iqn "$kiqn_ram"
   mdadm --zero-superblock $(lab_nvme_drives) 2> /dev/null || true
   for d in $(lab_nvme_drives); do dd if=/dev/zero of="$d" bs=1M count=2 oflag=direct status=none; done
 }

@@ -6,7 +6,7 @@
 #                     [--io-path ring|workers] [--ram-dev DEV --ram-nqn NQN]
 #                     [--members "DEV ..."] [--overwrite "DEV ..."] [--hosts "NQN ..."]
 #                     [--append FILE] [--iscsi IQN] [--iscsi-chap "USER SECRET [MUSER MSECRET]"]
-#                     [--iscsi-discovery-chap "USER SECRET"]
+#                     [--iscsi-discovery-chap "USER SECRET"] [--iscsi-ram IQN]
 #                     [--expect-refused]
 #       write $LAB_RUN/raidline.toml (array over all $LAB_DRIVES drives or --members, assume_clean at
 #       creation, allow any host; --cc-rate: every I/O queue pair paced by the `fixed`
@@ -17,7 +17,8 @@
 #       TOML fragment added to the main subsystem, e.g. its [[subsystem.auth]] entries; --iscsi:
 #       the same namespace also as LUN 0 of iSCSI target IQN on an iSER portal at $addr:3260;
 #       --iscsi-chap: its sessions must prove USER's SECRET, and MUSER/MSECRET answer mutual
-#       CHAP; --iscsi-discovery-chap: SendTargets discovery sessions must prove USER's SECRET),
+#       CHAP; --iscsi-discovery-chap: SendTargets discovery sessions must prove USER's SECRET;
+#       --iscsi-ram: --ram-dev's namespace also as LUN 0 of a second iSCSI target IQN),
 #       start
 #       `raidline run` in the background (log:
 #       $LAB_RUN/raidline.log, appended across restarts) and wait until it logs "ready"
@@ -41,7 +42,7 @@ die() { echo "raidline.sh: error: $*" >&2; exit 2; }
 action=$1; shift
 addr=${LAB_IP:-} nqn=nqn.2026-11.io.raidline:array0 chunk=64 cores=1 cc_rate="" out=$LAB_RUN/raidline.toml
 io_path=ring ram_dev="" ram_nqn=nqn.2026-11.io.raidline:ram members="" overwrite="" refused=0
-hosts="" append="" iscsi="" iscsi_chap="" iscsi_dchap=""
+hosts="" append="" iscsi="" iscsi_chap="" iscsi_dchap="" iscsi_ram=""
 bin=${RAIDLINE_BIN:-$lab/../../build/release/raidline}
 if [ "$action" = cli ]; then
   exec "$bin" "$@" --socket /run/raidline/raidline.sock
@@ -55,7 +56,7 @@ $usage"
     --io-path) io_path=$2 ;; --ram-dev) ram_dev=$2 ;; --ram-nqn) ram_nqn=$2 ;;
     --members) members=$2 ;; --overwrite) overwrite=$2 ;;
     --hosts) hosts=$2 ;; --append) append=$2 ;; --iscsi) iscsi=$2 ;; --iscsi-chap) iscsi_chap=$2 ;;
-    --iscsi-discovery-chap) iscsi_dchap=$2 ;;
+    --iscsi-discovery-chap) iscsi_dchap=$2 ;; --iscsi-ram) iscsi_ram=$2 ;;
     *) die "unknown option $1
 $usage" ;;
   esac
@@ -141,6 +142,11 @@ CONF
       local d
       read -r -a d <<< "$iscsi_dchap"
       printf '\n[iscsi.discovery_chap]\nuser = "%s"\nsecret = "%s"\n' "${d[0]}" "${d[1]}" >> "$path"
+    fi
+    if [ -n "$iscsi_ram" ]; then
+      [ -n "$ram_dev" ] || die "--iscsi-ram needs --ram-dev"
+      printf '\n[[iscsi.target]]\nname = "%s"\n\n[[iscsi.target.lun]]\nlun = 0\nsubsystem = "%s"\nnsid = 1\n' \
+        "$iscsi_ram" "$ram_nqn" >> "$path"
     fi
   fi
   if [ -n "$cc_rate" ]; then

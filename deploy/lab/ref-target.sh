@@ -13,10 +13,11 @@
 #       parity log instead (md keeps one or the other, not both).
 #       --proto iser: export it as LUN 0 of the iSCSI target NQN (an IQN, default
 #       iqn.2026-12.io.raidline:ref-md5) on an iSER portal at IP:PORT (default port 3260), any
-#       initiator, no CHAP
-#   ref-target.sh stop [--proto nvme|iser] [--nqn NQN]
+#       initiator, no CHAP; with --ram-dev DEV --ram-iqn IQN also DEV (a brd RAM disk, for the
+#       target path alone) as LUN 0 of a second target IQN on the same portal
+#   ref-target.sh stop [--proto nvme|iser] [--nqn NQN] [--ram-iqn IQN]
 #       remove the port, subsystem (or iSCSI target) and array again
-usage="usage: ref-target.sh start [--proto nvme|iser] [--addr IP] [--port PORT] [--nqn NQN] [--chunk KiB] [--consistency bitmap|ppl] | stop [--proto nvme|iser] [--nqn NQN]"
+usage="usage: ref-target.sh start [--proto nvme|iser] [--addr IP] [--port PORT] [--nqn NQN] [--chunk KiB] [--consistency bitmap|ppl] [--ram-dev DEV --ram-iqn IQN] | stop [--proto nvme|iser] [--nqn NQN] [--ram-iqn IQN]"
 set -euo pipefail
 
 lab=$(cd "$(dirname "$0")" && pwd)
@@ -26,13 +27,13 @@ die() { echo "ref-target: error: $*" >&2; exit 2; }
 
 [ $# -ge 1 ] || die "$usage"
 action=$1; shift
-addr=${LAB_IP:-} port= nqn= chunk=64 consistency=bitmap proto=nvme
+addr=${LAB_IP:-} port= nqn= chunk=64 consistency=bitmap proto=nvme ram_dev= ram_iqn=
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || die "$1 needs a value
 $usage"
   case "$1" in
     --addr) addr=$2 ;; --port) port=$2 ;; --nqn) nqn=$2 ;; --chunk) chunk=$2 ;;
-    --consistency) consistency=$2 ;; --proto) proto=$2 ;;
+    --consistency) consistency=$2 ;; --proto) proto=$2 ;; --ram-dev) ram_dev=$2 ;; --ram-iqn) ram_iqn=$2 ;;
     *) die "unknown option $1
 $usage" ;;
   esac
@@ -49,44 +50,58 @@ sub=$cfg/subsystems/$nqn
 md=/dev/md/ref
 # One port per address and service id; its configfs name is a number.
 portdir=$cfg/ports/$port
-# LIO: an iblock backstore over the array, and the iSCSI target's portal group 1.
+# LIO: iblock backstores (the array's `ref`), each target's portal group 1.
 lio=/sys/kernel/config/target
-backstore=$lio/core/iblock_0/ref
-tpg=$lio/iscsi/$nqn/tpgt_1
 
-# iser_start: LIO serves $md as LUN 0 of $nqn on an iSER portal $addr:$port. Demo mode: any
-# initiator, no CHAP, writable (the lab's reference, not a deployment).
-iser_start() {
-  lab_modules target_core_mod target_core_iblock iscsi_target_mod ib_isert
-  mkdir -p "$backstore" || die "cannot create the iblock backstore"
-  echo "udev_path=$(readlink -f "$md")" > "$backstore/control"
-  echo 1 > "$backstore/enable" || die "cannot enable the iblock backstore on $md"
-  mkdir -p "$tpg/lun/lun_0" || die "cannot create iSCSI target $nqn"
-  ln -s "$backstore" "$tpg/lun/lun_0/ref"
+# lio_target DEV BACKSTORE IQN: LIO serves DEV (through the iblock backstore BACKSTORE) as
+# LUN 0 of IQN on an iSER portal $addr:$port. Demo mode: any initiator, no CHAP, writable (the
+# lab's reference, not a deployment).
+lio_target() {
+  local dev=$1 bs=$lio/core/iblock_0/$2 iqn=$3
+  local t=$lio/iscsi/$iqn/tpgt_1
+  mkdir -p "$bs" || die "cannot create the iblock backstore $2"
+  echo "udev_path=$(readlink -f "$dev")" > "$bs/control"
+  echo 1 > "$bs/enable" || die "cannot enable the iblock backstore on $dev"
+  mkdir -p "$t/lun/lun_0" || die "cannot create iSCSI target $iqn"
+  ln -s "$bs" "$t/lun/lun_0/ref"
   # The portal is a TCP one first; `iser` 1 adds the iSER listener on the same address.
-  mkdir "$tpg/np/$addr:$port" || die "cannot create portal $addr:$port"
-  echo 1 > "$tpg/np/$addr:$port/iser" || die "cannot enable iSER on $addr:$port (see dmesg)"
-  echo 1 > "$tpg/attrib/generate_node_acls"
-  echo 1 > "$tpg/attrib/cache_dynamic_acls"
-  echo 0 > "$tpg/attrib/authentication"
-  echo 0 > "$tpg/attrib/demo_mode_write_protect"
-  echo 1 > "$tpg/enable"
-  lab_log "kernel target: $nqn LUN 0 on iser $addr:$port via ${LAB_RXE}"
+  mkdir "$t/np/$addr:$port" || die "cannot create portal $addr:$port"
+  echo 1 > "$t/np/$addr:$port/iser" || die "cannot enable iSER on $addr:$port (see dmesg)"
+  echo 1 > "$t/attrib/generate_node_acls"
+  echo 1 > "$t/attrib/cache_dynamic_acls"
+  echo 0 > "$t/attrib/authentication"
+  echo 0 > "$t/attrib/demo_mode_write_protect"
+  echo 1 > "$t/enable"
+  lab_log "kernel target: $iqn LUN 0 ($dev) on iser $addr:$port via ${LAB_RXE}"
 }
 
-iser_stop() {
-  if [ -d "$tpg" ]; then
-    echo 0 > "$tpg/enable" 2>/dev/null || true
-    for np in "$tpg"/np/*; do
+iser_start() {
+  lab_modules target_core_mod target_core_iblock iscsi_target_mod ib_isert
+  lio_target "$md" ref "$nqn"
+  [ -z "$ram_dev" ] || lio_target "$ram_dev" ram "${ram_iqn:?--ram-dev needs --ram-iqn}"
+}
+
+# lio_target_stop BACKSTORE IQN: undoes lio_target.
+lio_target_stop() {
+  local bs=$lio/core/iblock_0/$1 iqn=$2
+  local t=$lio/iscsi/$iqn/tpgt_1
+  if [ -d "$t" ]; then
+    echo 0 > "$t/enable" 2>/dev/null || true
+    for np in "$t"/np/*; do
       [ -d "$np" ] || continue
       echo 0 > "$np/iser" 2>/dev/null || true
       rmdir "$np"
     done
-    [ ! -L "$tpg/lun/lun_0/ref" ] || rm "$tpg/lun/lun_0/ref"
-    [ ! -d "$tpg/lun/lun_0" ] || rmdir "$tpg/lun/lun_0"
-    rmdir "$tpg" "$lio/iscsi/$nqn"
+    [ ! -L "$t/lun/lun_0/ref" ] || rm "$t/lun/lun_0/ref"
+    [ ! -d "$t/lun/lun_0" ] || rmdir "$t/lun/lun_0"
+    rmdir "$t" "$lio/iscsi/$iqn"
   fi
-  [ ! -d "$backstore" ] || rmdir "$backstore"
+  [ ! -d "$bs" ] || rmdir "$bs"
+}
+
+iser_stop() {
+  [ -z "$ram_iqn" ] || lio_target_stop ram "$ram_iqn"
+  lio_target_stop ref "$nqn"
   [ ! -d "$lio/core/iblock_0" ] || rmdir "$lio/core/iblock_0"
 }
 
