@@ -379,6 +379,7 @@ pub struct Negotiation {
     declared: Vec<&'static str>,
     declarations_sent: bool,
     trdsl_answered: bool,
+    immediate_offered: bool,
 }
 
 impl Negotiation {
@@ -393,6 +394,7 @@ impl Negotiation {
             declared: Vec::new(),
             declarations_sent: false,
             trdsl_answered: false,
+            immediate_offered: false,
         }
     }
 
@@ -477,7 +479,10 @@ impl Negotiation {
                 }
                 _ => reject(),
             },
-            "ImmediateData" => boolean!(immediate_data, &&),
+            "ImmediateData" => {
+                self.immediate_offered = true;
+                boolean!(immediate_data, &&)
+            }
             "InitialR2T" => boolean!(initial_r2t, ||),
             "DataPDUInOrder" => boolean!(data_pdu_in_order, ||),
             "DataSequenceInOrder" => boolean!(data_sequence_in_order, ||),
@@ -537,25 +542,37 @@ impl Negotiation {
 
     /// The target's own declarations, once per login (empty afterwards): its receive length,
     /// MaxRecvDataSegmentLength on TCP or TargetRecvDataSegmentLength on iSER (unless the
-    /// initiator offered that key, which was then answered). Sent before full-feature phase.
+    /// initiator offered that key, which was then answered); and ImmediateData=No when the
+    /// target wants none and a normal session's initiator has not offered the key (its
+    /// default is Yes; No decides an AND, so no answer is needed, RFC 7143 §6.2.1). Sent
+    /// before full-feature phase.
     pub fn declarations(&mut self) -> Vec<KeyValue> {
         if self.declarations_sent {
             return Vec::new();
         }
         self.declarations_sent = true;
+        let mut out = Vec::new();
         if self.iser {
-            if self.trdsl_answered {
-                return Vec::new();
+            if !self.trdsl_answered {
+                let v = self.prefs.target_recv_data_segment_length;
+                self.params.target_recv_data_segment_length = v;
+                self.declared.push("TargetRecvDataSegmentLength");
+                out.push(KeyValue::new("TargetRecvDataSegmentLength", v.to_string()));
             }
-            let v = self.prefs.target_recv_data_segment_length;
-            self.params.target_recv_data_segment_length = v;
-            self.declared.push("TargetRecvDataSegmentLength");
-            vec![KeyValue::new("TargetRecvDataSegmentLength", v.to_string())]
         } else {
             let v = self.prefs.target_max_recv_data_segment_length;
             self.params.target_max_recv_data_segment_length = v;
-            vec![KeyValue::new("MaxRecvDataSegmentLength", v.to_string())]
+            out.push(KeyValue::new("MaxRecvDataSegmentLength", v.to_string()));
         }
+        if self.session_type == SessionType::Normal
+            && !self.prefs.immediate_data
+            && !self.immediate_offered
+        {
+            self.params.immediate_data = false;
+            self.declared.push("ImmediateData");
+            out.push(KeyValue::new("ImmediateData", "No"));
+        }
+        out
     }
 
     /// The negotiated parameters at the move to full-feature phase. On iSER, a normal

@@ -176,6 +176,34 @@ fn boolean_and_or() {
     );
     let p = n.finish().unwrap();
     assert!(!p.immediate_data && !p.initial_r2t && p.data_pdu_in_order);
+    // Offered and answered: nothing more to declare about it.
+    assert!(!n.declarations().iter().any(|d| d.key == "ImmediateData"));
+}
+
+#[test]
+fn immediate_data_not_wanted_is_declared_when_the_initiator_is_silent() {
+    let mut prefs = SessionParams::target_defaults(true);
+    prefs.immediate_data = false;
+    // The initiator never offers ImmediateData (its default is Yes): the target says No.
+    let mut n = Negotiation::new(prefs, true, SessionType::Normal);
+    n.answer(&kv(&[("RDMAExtensions", "Yes")])).unwrap();
+    let d = n.declarations();
+    assert!(d.contains(&KeyValue::new("ImmediateData", "No")), "{d:?}");
+    // A later value from the initiator is its answer: not answered, and No stays.
+    assert_eq!(n.answer(&kv(&[("ImmediateData", "Yes")])).unwrap(), kv(&[]));
+    assert!(!n.finish().unwrap().immediate_data);
+    // Wanted (the default): nothing declared, the RFC's Yes holds.
+    let mut n = Negotiation::new(
+        SessionParams::target_defaults(true),
+        true,
+        SessionType::Normal,
+    );
+    n.answer(&kv(&[("RDMAExtensions", "Yes")])).unwrap();
+    assert!(!n.declarations().iter().any(|d| d.key == "ImmediateData"));
+    assert!(n.finish().unwrap().immediate_data);
+    // A discovery session moves no data: nothing declared.
+    let mut n = Negotiation::new(prefs, true, SessionType::Discovery);
+    assert!(!n.declarations().iter().any(|d| d.key == "ImmediateData"));
 }
 
 #[test]
