@@ -281,6 +281,22 @@ impl IserHost {
         self.scsi_imm(cdb, edtl, read, write, &[])
     }
 
+    /// WRITE(10) of `data` at `lba`, fetched by RDMA READ from the start of the data area.
+    fn write10(&mut self, lba: u32, data: &[u8]) -> ScsiResponse {
+        self.write_data(0, data);
+        let cdb = cdb10(opcode::WRITE_10, lba, data.len() / 4096);
+        self.scsi(&cdb, data.len() as u32, None, Some(0)).0
+    }
+
+    /// READ(10) of `len` bytes at `lba` into the start of the data area (zeroed first): the
+    /// response and the data.
+    fn read10(&mut self, lba: u32, len: usize) -> (ScsiResponse, Vec<u8>) {
+        self.write_data(0, &vec![0u8; len]);
+        let cdb = cdb10(opcode::READ_10, lba, len / 4096);
+        let (r, _) = self.scsi(&cdb, len as u32, Some(0), None);
+        (r, self.read_data(0, len))
+    }
+
     /// [`Self::scsi`] with `imm` as immediate data in the command's SEND; `write` (if any)
     /// is where the rest of the data-out lies, as open-iscsi's iser sets its write VA past
     /// the immediate bytes.
@@ -337,6 +353,13 @@ impl IserHost {
         };
         (itt, build_send(&hdr, &cmd.to_bytes(), &[], imm))
     }
+}
+
+/// A READ(10) or WRITE(10) CDB of `blocks` 4 KiB blocks at `lba`.
+fn cdb10(op: u8, lba: u32, blocks: usize) -> [u8; 10] {
+    let [a, b, c, d] = lba.to_be_bytes();
+    let [m, l] = u16::try_from(blocks).expect("blocks").to_be_bytes();
+    [op, 0, a, b, c, d, 0, m, l, 0]
 }
 
 fn sense(data: &[u8]) -> Sense {
@@ -792,58 +815,31 @@ fn with_immediate_data_off_every_write_is_fetched_and_nothing_copied() {
     h.log_in();
     // The host offered ImmediateData=Yes; the target's No wins: writes of any size come by
     // RDMA READ, straight into pool buffers.
-    let mut written = Vec::new();
-    for (lba, len) in [(30u8, 4096usize), (40, 64 << 10)] {
-        let data = pattern(u64::from(lba), len);
-        h.write_data(0, &data);
-        let blocks = (len / 4096) as u8;
-        let (r, _) = h.scsi(
-            &[opcode::WRITE_10, 0, 0, 0, 1, lba, 0, 0, blocks, 0],
-            len as u32,
-            None,
-            Some(0),
-        );
+    let written: Vec<(u32, Vec<u8>)> = [(286, 4096), (296, 64 << 10)]
+        .into_iter()
+        .map(|(lba, len)| (lba, pattern(u64::from(lba), len)))
+        .collect();
+    for (lba, data) in &written {
+        let r = h.write10(*lba, data);
         assert_eq!(r.status, Status::GOOD, "{r:?}");
-        written.push((lba, data));
     }
     assert_eq!(copied(&target), 0);
     // Immediate data where none was negotiated: refused, nothing written.
     let stray = pattern(99, 4096);
-    let (r, d) = h.scsi_imm(
-        &[opcode::WRITE_10, 0, 0, 0, 1, 250, 0, 0, 1, 0],
-        4096,
-        None,
-        None,
-        &stray,
-    );
+    let (r, d) = h.scsi_imm(&cdb10(opcode::WRITE_10, 506, 1), 4096, None, None, &stray);
     assert_eq!(r.status, Status::CHECK_CONDITION);
     assert_eq!(
         sense(&d).asc,
         raidline_scsi::sense::Asc::INVALID_FIELD_IN_COMMAND_IU
     );
     for (lba, data) in written {
-        h.write_data(0, &vec![0u8; data.len()]);
-        let blocks = (data.len() / 4096) as u8;
-        let (r, _) = h.scsi(
-            &[opcode::READ_10, 0, 0, 0, 1, lba, 0, 0, blocks, 0],
-            data.len() as u32,
-            Some(0),
-            None,
-        );
+        let (r, got) = h.read10(lba, data.len());
         assert_eq!(r.status, Status::GOOD);
-        assert!(
-            h.read_data(0, data.len()) == data,
-            "LBA {lba}: read data differs"
-        );
+        assert!(got == data, "LBA {lba}: read data differs");
     }
-    let (r, _) = h.scsi(
-        &[opcode::READ_10, 0, 0, 0, 1, 250, 0, 0, 1, 0],
-        4096,
-        Some(0),
-        None,
-    );
+    let (r, got) = h.read10(506, 4096);
     assert_eq!(r.status, Status::GOOD);
-    assert!(h.read_data(0, 4096) != stray, "the refused write landed");
+    assert!(got != stray, "the refused write landed");
     assert_eq!(copied(&target), 0);
 }
 
