@@ -128,6 +128,7 @@ CONF
     # Into the [[array]] table, before the first [[subsystem]].
     sed -i "0,/^\[\[subsystem\]\]/s||overwrite = [${ow%, }]\n\n[[subsystem]]|" "$path"
   fi
+  [ -z "$iscsi_ram" ] || [ -n "$iscsi" ] || die "--iscsi-ram needs --iscsi"
   if [ -n "$iscsi" ]; then
     printf '\n[iscsi]\nlisten = ["%s:3260"]\n\n[[iscsi.target]]\nname = "%s"\n\n[[iscsi.target.lun]]\nlun = 0\nsubsystem = "%s"\nnsid = 1\n' \
       "$addr" "$iscsi" "$nqn" >> "$path"

@@ -40,6 +40,9 @@ $usage" ;;
   shift 2
 done
 
+[ "$action" != start ] || [ -z "$ram_dev$ram_iqn" ] || { [ -n "$ram_dev" ] && [ -n "$ram_iqn" ]; } ||
+  die "--ram-dev and --ram-iqn go together"
+[ -z "$ram_iqn" ] || [ "$proto" = iser ] || die "--ram-iqn is for --proto iser"
 case "$proto" in
   nvme) port=${port:-4420} nqn=${nqn:-nqn.2026-11.io.raidline:ref-md5} ;;
   iser) port=${port:-3260} nqn=${nqn:-iqn.2026-12.io.raidline:ref-md5} ;;
@@ -78,7 +81,7 @@ lio_target() {
 iser_start() {
   lab_modules target_core_mod target_core_iblock iscsi_target_mod ib_isert
   lio_target "$md" ref "$nqn"
-  [ -z "$ram_dev" ] || lio_target "$ram_dev" ram "${ram_iqn:?--ram-dev needs --ram-iqn}"
+  [ -z "$ram_dev" ] || lio_target "$ram_dev" ram "$ram_iqn"
 }
 
 # lio_target_stop BACKSTORE IQN: undoes lio_target.
@@ -102,7 +105,9 @@ lio_target_stop() {
 iser_stop() {
   [ -z "$ram_iqn" ] || lio_target_stop ram "$ram_iqn"
   lio_target_stop ref "$nqn"
-  [ ! -d "$lio/core/iblock_0" ] || rmdir "$lio/core/iblock_0"
+  # Only once no backstore is left (a RAM target of an aborted run may be).
+  [ ! -d "$lio/core/iblock_0" ] || [ -n "$(find "$lio/core/iblock_0" -mindepth 1 -maxdepth 1 -type d)" ] ||
+    rmdir "$lio/core/iblock_0"
 }
 
 case "$action" in
