@@ -613,8 +613,7 @@ impl<F: Fabric> Poller<F> {
         let mut out = std::mem::take(&mut self.iser_out);
         // Read data goes ahead of its response, perhaps after what `out` holds (the pacer
         // may keep it): that response is numbered as it goes (`iser_read_response`).
-        let later =
-            result.is_ok() && req.write_back.is_some_and(|(_, n)| n > 0) && req.data.is_some();
+        let later = result.is_ok() && super::pace::write_len(&req, Status::SUCCESS).is_some();
         let responds = iq.conn.complete(req.itt, result, later, &mut out);
         q.iser = Some(iq);
         // The task's own response comes first in `out`, unless task management aborted the

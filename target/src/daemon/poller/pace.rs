@@ -104,7 +104,7 @@ impl PollerPacing {
 }
 
 /// Bytes a response moves with RDMA WRITE (`None`: nothing to pace).
-fn write_len(req: &Req, status: Status) -> Option<u64> {
+pub(super) fn write_len(req: &Req, status: Status) -> Option<u64> {
     match (req.write_back, &req.data) {
         (Some((_, len)), Some(_)) if status.is_success() && len > 0 => Some(len as u64),
         _ => None,
