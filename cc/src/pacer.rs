@@ -6,12 +6,18 @@
 //! when the bucket holds at least its size and the window, if any, has room; leaving takes its
 //! size out of the bucket and adds it to the bytes in flight until acknowledged.
 //!
-//! Dither (`jitter` j in `[0, 1]`, off at 0): each packet of `len` bytes is charged
-//! `len · (1 + 2j·(u_k − u_{k−1}))` tokens, `u_k` uniform in `[−1/2, 1/2)` from a per-pacer
-//! seeded generator, so packet k leaves up to `j` packet gaps early or late around the regular
-//! schedule while the charges telescope: over any run of packets the bytes charged differ from
-//! the bytes sent by less than `2j·len`, so the long-run rate is exact. With dither on, the bucket
-//! also starts with a uniformly random fraction of `initial` (a random first-packet phase).
+//! Dither (`jitter` j in `[0, 1]`, off at 0): packet k of `len_k` bytes is charged
+//! `len_k + 2j·(m_k·u_k − m_{k−1}·u_{k−1})` tokens, `u_k` uniform in `[−1/2, 1/2)` from a
+//! per-pacer seeded generator and `m_k = min(len_k, burst)` its dither amplitude. So a packet no
+//! larger than the bucket leaves up to `j` packet gaps early or late around the regular
+//! schedule, while the charges telescope: over any run of packets the bytes charged differ from
+//! the bytes sent by at most `j·(m_first + m_last)`, so the long-run rate is exact, whatever the
+//! sizes. The amplitude stops at the bucket because a packet larger than the bucket waits until
+//! the tokens reach its size: dithered by its own size, its charge could be near zero and leave
+//! up to its whole size behind, for the next packets to leave at once, up to twice the bucket
+//! back to back. Bounded by the bucket, what one charge leaves behind is at most `j·2·burst`
+//! (one bucket at the daemon's `j = 0.5`). With dither on, the bucket also starts with a
+//! uniformly random fraction of `initial` (a random first-packet phase).
 //! Why: thousands of paced flows on a few NICs otherwise keep the relative phases they started
 //! with, and a delay-based law that answers each flow's probe phase-locks them into bursts (seen
 //! in `raidline-ccsim`, see `cc/README.md`); with dither every probe samples the queue at a fresh
@@ -29,7 +35,7 @@
 //! at the load's first transfers: 200 ms of its 40 Mbit/s bottleneck at once (TCP restarts
 //! after idle for the same reason, RFC 7661 and Linux's `tcp_slow_start_after_idle`).
 //!
-//! Invariants: `−2j·len ≤ tokens ≤ max(burst, packet)`; `in_flight` only counts bytes sent and
+//! Invariants: `−2j·min(max packet, burst) ≤ tokens ≤ max(burst, packet) + 2j·burst`; `in_flight` only counts bytes sent and
 //! not yet acknowledged or declared lost; the same seed and inputs give the same schedule.
 
 use crate::algo::Decision;
@@ -59,7 +65,10 @@ pub struct Pacer {
     in_flight: u64,
     jitter: f64,
     rng: u64,
+    /// The previous packet's dither draw and amplitude (`u_{k−1}`, `m_{k−1}`); the amplitude is
+    /// `None` until a packet has left, and the first packet then takes its own.
     prev_u: f64,
+    prev_m: Option<f64>,
     /// Tokens earned while nothing waits fill the bucket to at most this, or to `idle_time`
     /// at the rate.
     idle_burst: u64,
@@ -82,6 +91,7 @@ impl Pacer {
             jitter: 0.0,
             rng: 0,
             prev_u: 0.0,
+            prev_m: None,
             idle_burst: burst,
             idle_time: Nanos::ZERO,
             waiting: false,
@@ -168,16 +178,19 @@ impl Pacer {
     /// A packet of `len` bytes left at `now` (call after [`Readiness::Now`]).
     pub fn on_sent(&mut self, now: Nanos, len: u64) {
         self.refill(now, len);
-        let charge = if self.jitter > 0.0 {
+        let (charge, swing) = if self.jitter > 0.0 {
             let u = self.unit() - 0.5;
-            let f = 1.0 + 2.0 * self.jitter * (u - self.prev_u);
+            let m = len.min(self.burst) as f64;
+            let pm = self.prev_m.unwrap_or(m);
+            let d = 2.0 * self.jitter * (m * u - pm * self.prev_u);
             self.prev_u = u;
-            len as f64 * f
+            self.prev_m = Some(m);
+            (len as f64 + d, 2.0 * self.jitter * m.max(pm))
         } else {
-            len as f64
+            (len as f64, 0.0)
         };
         // never below what a full dither swing can owe, so a stalled flow cannot bank debt
-        self.tokens = (self.tokens - charge).max(-2.0 * self.jitter * len as f64);
+        self.tokens = (self.tokens - charge).max(-swing);
         self.waiting = false;
         self.in_flight = self.in_flight.saturating_add(len);
     }
@@ -291,6 +304,61 @@ mod tests {
         }
         let got = sent as f64 / now.as_secs_f64();
         assert!((got / 100e6 - 1.0).abs() < 0.01, "{got}");
+    }
+
+    /// Waits for `len` to be ready from `now` on, sends it, and returns the time it left.
+    fn send_when_ready(p: &mut Pacer, mut now: Nanos, len: u64) -> Nanos {
+        loop {
+            match p.readiness(now, len) {
+                Readiness::Now => break,
+                Readiness::At(t) => now = t,
+                other => panic!("{other:?}"),
+            }
+        }
+        p.on_sent(now, len);
+        p.on_acked(len);
+        now
+    }
+
+    /// A dithered transfer larger than the bucket leaves at most its dither amplitude, the
+    /// bucket at j = 1/2, behind in tokens. Dithered by its own size, one 512 KiB transfer
+    /// charged near zero left up to 512 KiB, and the next ones went at once: a burst of eight
+    /// buckets (found in `e2e_iser`'s paced read test, where a read after a write's RDMA READ
+    /// went through without waiting).
+    #[test]
+    fn a_transfer_larger_than_the_bucket_leaves_at_most_a_bucket_behind() {
+        let rate = Rate::from_mbps(800.0);
+        let (burst, big) = (64u64 << 10, 512u64 << 10);
+        let mut worst = 0.0f64;
+        for seed in 0..200 {
+            let mut p = Pacer::new(Nanos::ZERO, rate, burst, burst).with_jitter(0.5, seed);
+            let mut now = Nanos::ZERO;
+            for _ in 0..20 {
+                now = send_when_ready(&mut p, now, big);
+                worst = worst.max(p.tokens);
+            }
+        }
+        assert!(worst <= burst as f64 + 1.0, "{worst}");
+        assert!(worst > 0.5 * burst as f64, "still dithered: {worst}");
+    }
+
+    /// Packets of mixed sizes, some above the bucket, dithered: the charges still telescope,
+    /// so the long-run rate is exact.
+    #[test]
+    fn dither_keeps_the_rate_with_mixed_sizes() {
+        let rate = Rate::from_mbps(800.0);
+        for seed in [1, 2, 3] {
+            let mut p = Pacer::new(Nanos::ZERO, rate, 64 << 10, 64 << 10).with_jitter(0.5, seed);
+            let (mut now, mut sent, mut k) = (Nanos::ZERO, 0u64, 0usize);
+            while now < Nanos::from_ms(1000) {
+                let len = [4 << 10, 512 << 10, 16 << 10, 200 << 10][k % 4];
+                now = send_when_ready(&mut p, now, len);
+                sent += len;
+                k += 1;
+            }
+            let got = sent as f64 / now.as_secs_f64();
+            assert!((got / 100e6 - 1.0).abs() < 0.01, "seed {seed}: {got}");
+        }
     }
 
     #[test]
