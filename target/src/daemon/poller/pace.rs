@@ -137,7 +137,8 @@ impl<F: Fabric> Poller<F> {
         }
     }
 
-    /// A queue is gone: its statistics go with it.
+    /// A queue is gone: its statistics go with it, and an iSER connection's session ends
+    /// with a log line that says why (its login said when it began).
     pub(super) fn detach_pacing(&mut self, q: &Queue<F>) {
         if q.pacing.pacer.is_some() {
             self.pace.paced = self.pace.paced.saturating_sub(1);
@@ -145,7 +146,27 @@ impl<F: Fabric> Poller<F> {
         lock(&self.shared.queue_stats).remove(&q.conn);
         if q.iser.is_some() {
             self.iser_queues = self.iser_queues.saturating_sub(1);
-            lock(&self.shared.iscsi_sessions).remove(&q.conn);
+            let reason = q.close_reason.as_deref().unwrap_or("closed");
+            let session = lock(&self.shared.iscsi_sessions).remove(&q.conn);
+            match session {
+                Some(st) => tracing::info!(
+                    "iSCSI {} session {} (TSIH {}) of {} from {} to {} ended: {reason}",
+                    st.session_type,
+                    st.isid,
+                    st.tsih,
+                    st.initiator,
+                    st.peer,
+                    if st.target.is_empty() {
+                        "(discovery)"
+                    } else {
+                        &st.target
+                    }
+                ),
+                None => tracing::info!(
+                    "iSER connection from {} closed before its login completed: {reason}",
+                    q.peer.map_or_else(|| "?".into(), |p| p.to_string())
+                ),
+            }
         }
     }
 
