@@ -1,7 +1,15 @@
 //! Array benchmark on O_DIRECT file members through io_uring, each figure beside the raw
 //! members' figure for the same I/O pattern in the same run.
 //!
-//!     cargo bench -p raidline-raid --bench array [-- --quick] [-- --log-cost]
+//!     cargo bench -p raidline-raid --bench array [-- --quick] [-- --log-cost] [-- --ring-limit]
+//!
+//! The row "4 KiB random write, QD16 (poller ring) against the physical limit" (alone with
+//! `--ring-limit`) sets the completion-driven write path, as a target poller drives it,
+//! against what the members sustain of the same operations with no engine: their 4 KiB
+//! operations per second (half reads, half writes, on one ring at the depth the writes put on
+//! them, and at twice that) over the 4 operations a small write needs. It prints
+//! `RATIO ring-randwrite-4k raidline=<IOPS> limit=<IOPS> ratio=<r> limit_depth64=<IOPS>
+//! ratio_depth64=<r>` (issue 16's bar: 0.85).
 //!
 //! `--log-cost` runs only the write-hole protection cost rows (the healthy array's 4 KiB
 //! random writes under `write_hole = always` and `degraded`; the degraded array's with the
@@ -175,6 +183,137 @@ fn ring_iops(array: &Arc<Array>, budget: Duration, seed: u64) -> (u64, f64) {
         std::sync::atomic::Ordering::Relaxed,
     );
     (done, secs)
+}
+
+/// What the members sustain, the physical limit under the ring rows: random 4 KiB
+/// operations on random members, every other one a read (a small write's reads and writes
+/// in equal numbers), `depth` in flight on one [`OwnedRing`] with registered buffers (the
+/// path [`ring_iops`] takes, with no engine and no dependency between operations). Returns
+/// (operations, seconds).
+fn raw_ring_iops(
+    members: &[Arc<dyn Member>],
+    depth: usize,
+    blocks: u64,
+    budget: Duration,
+) -> (u64, f64) {
+    use raidline_raid::{RingBuf, RingOpKind, RingRequest, RingScratch, RingSeg, RingSegs};
+    let mut ring = OwnedRing::new(256).expect("io_uring");
+    let mut idle = BufferArena::with_buffers(depth, 4096, 4096).expect("arena");
+    ring.register_arenas(&[idle[0].arena().clone()])
+        .expect("register");
+    let mut rng = Rng(0x5eed_0001);
+    let (mut tag, mut done, mut in_flight, mut out) = (0u64, 0u64, 0usize, Vec::new());
+    let t0 = Instant::now();
+    loop {
+        let running = t0.elapsed() < budget;
+        if running {
+            loop {
+                let Some(b) = idle.pop() else { break };
+                tag += 1;
+                let m = rng.next(members.len() as u64) as usize;
+                let mut segs = RingSegs::new();
+                segs.push(RingSeg {
+                    member: members[m].clone(),
+                    kind: if tag % 2 == 0 {
+                        RingOpKind::Read
+                    } else {
+                        RingOpKind::Write
+                    },
+                    offset: MIB + rng.next(blocks) * 4096,
+                    buf: RingBuf::Main,
+                    range: 0..4096,
+                });
+                let req = RingRequest {
+                    tag,
+                    buf: Some(b),
+                    more: Vec::new(),
+                    scratch: RingScratch::new(),
+                    segs,
+                };
+                ring.submit(req).map_err(|(_, e)| e).expect("ring submit");
+                in_flight += 1;
+            }
+        }
+        if in_flight == 0 && !running {
+            break;
+        }
+        out.clear();
+        ring.pump(&mut out).expect("pump");
+        if out.is_empty() {
+            std::thread::yield_now();
+        }
+        for c in out.drain(..) {
+            c.result.map_err(|(_, e)| e).expect("member operation");
+            done += 1;
+            in_flight -= 1;
+            idle.push(c.buf.expect("the buffer comes back"));
+        }
+    }
+    (done, t0.elapsed().as_secs_f64())
+}
+
+/// 4 KiB random writes on the ring ([`ring_iops`]) against the members' physical limit: what
+/// they sustain of the same operations ([`raw_ring_iops`]) divided by the 4 operations a small
+/// write needs (2 reads, 2 writes). The limit is taken at the depth QD16 small writes can put
+/// on the members (2 operations each: 32), and at twice that, which no QD16 workload of
+/// small writes can use but which shows how much more the members have. Three rounds in
+/// alternating order; returns the row and prints a `RATIO` line with the medians.
+fn ring_vs_limit_row(
+    array: &Arc<Array>,
+    members: &[Arc<dyn Member>],
+    blocks: u64,
+    budget: Duration,
+) -> (String, String, String) {
+    let (mut ring, mut at_qd, mut deep) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..3u64 {
+        let mut measure_ring = || {
+            let (n, s) = ring_iops(array, budget, 11 + round);
+            ring.push(n as f64 / s);
+        };
+        let mut measure_raw = || {
+            let (a, sa) = raw_ring_iops(members, 2 * QD, blocks, budget);
+            let (b, sb) = raw_ring_iops(members, 4 * QD, blocks, budget);
+            at_qd.push(a as f64 / sa / 4.0);
+            deep.push(b as f64 / sb / 4.0);
+        };
+        if round % 2 == 0 {
+            measure_ring();
+            measure_raw();
+        } else {
+            measure_raw();
+            measure_ring();
+        }
+    }
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let rounded = |v: &[f64]| v.iter().map(|x| x.round() as u64).collect::<Vec<_>>();
+    let (r, l, d) = (median(&ring), median(&at_qd), median(&deep));
+    println!(
+        "RATIO ring-randwrite-4k raidline={r:.0} limit={l:.0} ratio={:.2} limit_depth{}={d:.0} ratio_depth{}={:.2} (rounds: ring {:?}, limit at depth {} {:?}, at depth {} {:?})",
+        r / l,
+        4 * QD,
+        4 * QD,
+        r / d,
+        rounded(&ring),
+        2 * QD,
+        rounded(&at_qd),
+        4 * QD,
+        rounded(&deep)
+    );
+    (
+        format!("4 KiB random write, QD{QD} (poller ring) against the physical limit"),
+        format!("{r:.0} IOPS"),
+        format!(
+            "member ops / 4: {l:.0} IOPS at depth {} ({:.2}x), {d:.0} at depth {} ({:.2}x)",
+            2 * QD,
+            r / l,
+            4 * QD,
+            r / d
+        ),
+    )
 }
 
 /// Writes [`ring_iops`] handed to the blocking engine (declined or redone).
@@ -944,6 +1083,18 @@ fn main() {
     let mb = |bytes: u64, s: f64| format!("{:.0} MB/s", bytes as f64 / s / 1e6);
     let iops = |ops: u64, s: f64| format!("{:.0} IOPS", ops as f64 / s);
 
+    if std::env::args().any(|a| a == "--ring-limit") {
+        rows.push(ring_vs_limit_row(
+            &array,
+            &members,
+            member_data / 4096,
+            budget,
+        ));
+        print_rows(&rows, member_data);
+        array.stop().expect("stop");
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
     let mut rng = Rng(0x1234_5678);
     let req = 8 * stripe_bytes;
     let req_blocks = (req / 4096) as u64;
@@ -1083,6 +1234,7 @@ fn main() {
             iops(n, s),
             iops(rn, rs),
         ));
+        rows.push(ring_vs_limit_row(&array, &members, raw_blocks, budget));
         let st = array.stats();
         eprintln!(
             "modes: {} full-stripe, {} rmw, {} rcw",
@@ -1258,10 +1410,14 @@ fn main() {
         "poller-ring rows: {} writes handed to the blocking engine (declined or redone)",
         RING_FALLBACKS.load(std::sync::atomic::Ordering::Relaxed)
     );
+    print_rows(&rows, member_data);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn print_rows(rows: &[(String, String, String)], member_data: u64) {
     println!("| workload ({N} members, {} KiB chunk, {} MiB per member) | raidline | raw members, same pattern |", CHUNK / 1024, member_data / MIB);
     println!("| --- | ---: | ---: |");
     for (a, b, c) in rows {
         println!("| {a} | {b} | {c} |");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
