@@ -10,14 +10,17 @@
 //! `len_k + 2j·(m_k·u_k − m_{k−1}·u_{k−1})` tokens, `u_k` uniform in `[−1/2, 1/2)` from a
 //! per-pacer seeded generator and `m_k = min(len_k, burst)` its dither amplitude. So a packet no
 //! larger than the bucket leaves up to `j` packet gaps early or late around the regular
-//! schedule, while the charges telescope: over any run of packets the bytes charged differ from
-//! the bytes sent by at most `j·(m_first + m_last)`, so the long-run rate is exact, whatever the
-//! sizes. The amplitude stops at the bucket because a packet larger than the bucket waits until
-//! the tokens reach its size: dithered by its own size, its charge could be near zero and leave
-//! up to its whole size behind, for the next packets to leave at once, up to twice the bucket
-//! back to back. Bounded by the bucket, what one charge leaves behind is at most `j·2·burst`
-//! (one bucket at the daemon's `j = 0.5`). With dither on, the bucket also starts with a
-//! uniformly random fraction of `initial` (a random first-packet phase).
+//! schedule, while the charges telescope: over packets a..b the bytes charged differ from the
+//! bytes sent by at most `j·(m_{a−1} + m_b)` (`m_{a−1}` is `m_a` for the first packet), so the
+//! long-run rate is exact, whatever the sizes. The amplitude stops at the bucket because a
+//! packet larger than the bucket waits until the tokens reach its size: dithered by its own
+//! size (`2j·len`), its charge could be near zero and leave up to its whole size behind for the
+//! next packets to take at once: eight buckets for a 512 KiB transfer through a 64 KiB
+//! bucket. Bounded by the bucket, what one charge leaves behind is at most `2j·burst` (one
+//! bucket at the daemon's `j = 0.5`). For equal packets within the bucket the charges are
+//! those of `len·(1 + 2j·(u_k − u_{k−1}))`, the same draws (to floating-point rounding). With
+//! dither on, the bucket also starts with a uniformly random fraction of `initial` (a random
+//! first-packet phase).
 //! Why: thousands of paced flows on a few NICs otherwise keep the relative phases they started
 //! with, and a delay-based law that answers each flow's probe phase-locks them into bursts (seen
 //! in `raidline-ccsim`, see `cc/README.md`); with dither every probe samples the queue at a fresh
@@ -35,8 +38,9 @@
 //! at the load's first transfers: 200 ms of its 40 Mbit/s bottleneck at once (TCP restarts
 //! after idle for the same reason, RFC 7661 and Linux's `tcp_slow_start_after_idle`).
 //!
-//! Invariants: `−2j·min(max packet, burst) ≤ tokens ≤ max(burst, packet) + 2j·burst`; `in_flight` only counts bytes sent and
-//! not yet acknowledged or declared lost; the same seed and inputs give the same schedule.
+//! Invariants: `−2j·min(max packet, burst) ≤ tokens ≤ max(burst, packet) + 2j·burst`;
+//! `in_flight` only counts bytes sent and not yet acknowledged or declared lost; the same seed
+//! and inputs give the same schedule.
 
 use crate::algo::Decision;
 use crate::units::{Nanos, Rate};
@@ -343,21 +347,27 @@ mod tests {
     }
 
     /// Packets of mixed sizes, some above the bucket, dithered: the charges still telescope,
-    /// so the long-run rate is exact.
+    /// so after every packet the bytes sent stay within three buckets of what the rate earned
+    /// (the random initial bucket, the last charge's swing, the telescoped sum). Scaled by each
+    /// packet's own size, the draws did not telescope over mixed sizes: the error was a random
+    /// walk of 2j·len steps, hundreds of KiB after a few hundred packets.
     #[test]
     fn dither_keeps_the_rate_with_mixed_sizes() {
         let rate = Rate::from_mbps(800.0);
-        for seed in [1, 2, 3] {
-            let mut p = Pacer::new(Nanos::ZERO, rate, 64 << 10, 64 << 10).with_jitter(0.5, seed);
-            let (mut now, mut sent, mut k) = (Nanos::ZERO, 0u64, 0usize);
+        let burst = 64u64 << 10;
+        for seed in 1..=20 {
+            let mut p = Pacer::new(Nanos::ZERO, rate, burst, burst).with_jitter(0.5, seed);
+            let (mut now, mut sent, mut k, mut worst) = (Nanos::ZERO, 0u64, 0usize, 0.0f64);
             while now < Nanos::from_ms(1000) {
                 let len = [4 << 10, 512 << 10, 16 << 10, 200 << 10][k % 4];
                 now = send_when_ready(&mut p, now, len);
                 sent += len;
                 k += 1;
+                // Bytes sent beyond what the rate earned by now, either way.
+                let ahead = sent as f64 - now.as_secs_f64() * 100e6;
+                worst = worst.max(ahead.abs());
             }
-            let got = sent as f64 / now.as_secs_f64();
-            assert!((got / 100e6 - 1.0).abs() < 0.01, "seed {seed}: {got}");
+            assert!(worst <= 3.0 * burst as f64 + 1024.0, "seed {seed}: {worst}");
         }
     }
 

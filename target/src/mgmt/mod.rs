@@ -81,6 +81,27 @@ pub struct IscsiSessionStatus {
     pub poller: u32,
 }
 
+/// The session as the log names it: `iSCSI Normal session 00023d000001 (TSIH 1) of
+/// iqn.… from 10.0.0.2:41234 to iqn.…` (a discovery session's target reads `(discovery)`).
+impl std::fmt::Display for IscsiSessionStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "iSCSI {} session {} (TSIH {}) of {} from {} to {}",
+            self.session_type,
+            self.isid,
+            self.tsih,
+            self.initiator,
+            self.peer,
+            if self.target.is_empty() {
+                "(discovery)"
+            } else {
+                &self.target
+            }
+        )
+    }
+}
+
 impl IscsiSessionStatus {
     /// Whether `other` is the same session (RFC 7143 §4.4.1: the initiator name and the ISID,
     /// towards the same target): a login of it reinstates this one.

@@ -684,3 +684,24 @@ fn rendered_status_shows_refused_and_exposed_arrays() {
     // A healthy array has no exposure line.
     assert!(!render_status(&sample()).contains("EXPOSED"));
 }
+
+#[test]
+fn an_iscsi_session_reads_the_same_in_its_login_and_end_lines() {
+    let mut s = IscsiSessionStatus {
+        session_type: "Normal".into(),
+        initiator: "iqn.2026-12.host:a".into(),
+        target: "iqn.2026-12.io.raidline:array0".into(),
+        isid: "00023d000001".into(),
+        tsih: 3,
+        peer: "10.0.0.2:41234".into(),
+        poller: 0,
+    };
+    assert_eq!(
+        s.to_string(),
+        "iSCSI Normal session 00023d000001 (TSIH 3) of iqn.2026-12.host:a from 10.0.0.2:41234 \
+         to iqn.2026-12.io.raidline:array0"
+    );
+    s.session_type = "Discovery".into();
+    s.target.clear();
+    assert!(s.to_string().ends_with(" to (discovery)"), "{s}");
+}

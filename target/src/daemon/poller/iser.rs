@@ -110,19 +110,7 @@ impl<F: Fabric> Poller<F> {
             peer: q.peer.map_or_else(|| "?".into(), |p| p.to_string()),
             poller: self.id as u32,
         };
-        tracing::info!(
-            "iSCSI {} session {} (TSIH {}) of {} from {} to {}",
-            st.session_type,
-            st.isid,
-            st.tsih,
-            st.initiator,
-            st.peer,
-            if st.target.is_empty() {
-                "(discovery)"
-            } else {
-                &st.target
-            }
-        );
+        tracing::info!("{st}");
         let (old, who) = {
             let mut sessions = super::lock(&self.shared.iscsi_sessions);
             let old: Vec<ConnId> = sessions

@@ -149,19 +149,7 @@ impl<F: Fabric> Poller<F> {
             let reason = q.close_reason.as_deref().unwrap_or("closed");
             let session = lock(&self.shared.iscsi_sessions).remove(&q.conn);
             match session {
-                Some(st) => tracing::info!(
-                    "iSCSI {} session {} (TSIH {}) of {} from {} to {} ended: {reason}",
-                    st.session_type,
-                    st.isid,
-                    st.tsih,
-                    st.initiator,
-                    st.peer,
-                    if st.target.is_empty() {
-                        "(discovery)"
-                    } else {
-                        &st.target
-                    }
-                ),
+                Some(st) => tracing::info!("{st} ended: {reason}"),
                 None => tracing::info!(
                     "iSER connection from {} closed before its login completed: {reason}",
                     q.peer.map_or_else(|| "?".into(), |p| p.to_string())
