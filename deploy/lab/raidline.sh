@@ -129,9 +129,15 @@ CONF
     sed -i "0,/^\[\[subsystem\]\]/s||overwrite = [${ow%, }]\n\n[[subsystem]]|" "$path"
   fi
   [ -z "$iscsi_ram" ] || [ -n "$iscsi" ] || die "--iscsi-ram needs --iscsi"
+  [ -z "$iscsi_ram" ] || [ -n "$ram_dev" ] || die "--iscsi-ram needs --ram-dev"
+  # iscsi_target IQN NQN: an [[iscsi.target]] IQN whose LUN 0 is NQN's namespace 1.
+  iscsi_target() {
+    printf '\n[[iscsi.target]]\nname = "%s"\n\n[[iscsi.target.lun]]\nlun = 0\nsubsystem = "%s"\nnsid = 1\n' \
+      "$1" "$2" >> "$path"
+  }
   if [ -n "$iscsi" ]; then
-    printf '\n[iscsi]\nlisten = ["%s:3260"]\n\n[[iscsi.target]]\nname = "%s"\n\n[[iscsi.target.lun]]\nlun = 0\nsubsystem = "%s"\nnsid = 1\n' \
-      "$addr" "$iscsi" "$nqn" >> "$path"
+    printf '\n[iscsi]\nlisten = ["%s:3260"]\n' "$addr" >> "$path"
+    iscsi_target "$iscsi" "$nqn"
     if [ -n "$iscsi_chap" ]; then
       local c
       read -r -a c <<< "$iscsi_chap"
@@ -144,11 +150,7 @@ CONF
       read -r -a d <<< "$iscsi_dchap"
       printf '\n[iscsi.discovery_chap]\nuser = "%s"\nsecret = "%s"\n' "${d[0]}" "${d[1]}" >> "$path"
     fi
-    if [ -n "$iscsi_ram" ]; then
-      [ -n "$ram_dev" ] || die "--iscsi-ram needs --ram-dev"
-      printf '\n[[iscsi.target]]\nname = "%s"\n\n[[iscsi.target.lun]]\nlun = 0\nsubsystem = "%s"\nnsid = 1\n' \
-        "$iscsi_ram" "$ram_nqn" >> "$path"
-    fi
+    [ -z "$iscsi_ram" ] || iscsi_target "$iscsi_ram" "$ram_nqn"
   fi
   if [ -n "$cc_rate" ]; then
     printf '\n[cc]\nalgorithm = "fixed"\n[cc.params]\nrate_mbps = %s\n' "$cc_rate" >> "$path"

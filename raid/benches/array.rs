@@ -145,11 +145,7 @@ fn ring_iops(array: &Arc<Array>, budget: Duration, seed: u64) -> (u64, f64) {
         if tasks.is_empty() && !running {
             break;
         }
-        out.clear();
-        ring.pump(&mut out).expect("pump");
-        if out.is_empty() {
-            std::thread::yield_now();
-        }
+        pump_or_yield(&mut ring, &mut out);
         for c in out.drain(..) {
             let Some((mut t, lba)) = tasks.remove(&c.tag) else {
                 panic!("a completion of no task");
@@ -238,11 +234,7 @@ fn raw_ring_iops(
         if in_flight == 0 && !running {
             break;
         }
-        out.clear();
-        ring.pump(&mut out).expect("pump");
-        if out.is_empty() {
-            std::thread::yield_now();
-        }
+        pump_or_yield(&mut ring, &mut out);
         for c in out.drain(..) {
             c.result.map_err(|(_, e)| e).expect("member operation");
             done += 1;
@@ -324,6 +316,16 @@ fn ring_vs_limit_row(
             r / d
         ),
     )
+}
+
+/// One pass of `ring`: what completed goes to `out` (emptied first); the thread yields when
+/// nothing did.
+fn pump_or_yield(ring: &mut OwnedRing, out: &mut Vec<raidline_raid::RingCompletion>) {
+    out.clear();
+    ring.pump(out).expect("pump");
+    if out.is_empty() {
+        std::thread::yield_now();
+    }
 }
 
 /// Writes [`ring_iops`] handed to the blocking engine (declined or redone).

@@ -870,8 +870,8 @@ fn paced_iser_reads_leave_in_chunks_and_arrive_whole() {
     );
     assert_eq!(r.status, Status::GOOD, "{r:?}");
     // The write's READ went as one dithered transfer larger than the bucket, which can leave
-    // up to about its own size in tokens (the pacer keeps a surplus above the idle bank): an
-    // untimed read spends them, so the timed one starts from at most the idle bank.
+    // up to a bucket in tokens (the pacer keeps a surplus above the idle bank): an untimed
+    // read spends them, so the timed one starts from at most the idle bank.
     let (r, _) = h.read10(1024, 512 << 10);
     assert_eq!(r.status, Status::GOOD);
     h.write_data(0, &vec![0u8; 512 << 10]);
