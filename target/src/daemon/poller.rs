@@ -541,12 +541,17 @@ impl<F: Fabric> Poller<F> {
         held.sort_unstable_by_key(|(qpn, seq, ..)| (*qpn, *seq));
         let mut batch = std::mem::take(&mut self.sending);
         let mut cur: Option<Box<Queue<F>>> = None;
+        // Whether the batch's data was charged to its queue's pacer already.
+        let mut paced_batch = false;
         for (qpn, _, req, status, result) in held.drain(..) {
             if cur.as_ref().map(|q| q.qp_num().0) != Some(qpn) {
                 if let Some(mut q) = cur.take() {
                     self.send_responses::<DOORBELL_BATCH, { 2 * DOORBELL_BATCH }>(
-                        &mut q, &mut batch,
+                        &mut q,
+                        &mut batch,
+                        paced_batch,
                     );
+                    paced_batch = false;
                     self.queues.put(q);
                 }
                 cur = self.queues.take(qpn);
@@ -556,8 +561,7 @@ impl<F: Fabric> Poller<F> {
                 continue;
             };
             q.elsewhere -= 1;
-            // `respond` returned the in-capsule buffer before holding it, and held nothing of
-            // a paced queue (no pacer gate to pass here).
+            // `respond` returned the in-capsule buffer before holding it.
             if q.closing {
                 self.recycle(req);
                 continue;
@@ -567,13 +571,31 @@ impl<F: Fabric> Poller<F> {
             // and cost small writes (lab, RAM disk: 0.82x the IOPS), where reads gained
             // (1.25x).
             if status.is_success() && req.write_back.is_some() {
+                if q.pacing.pacer.is_some() {
+                    // A paced queue's pass the pacer's gate here, in the order held: what may
+                    // not go yet waits on the queue behind what waits already, and what may go
+                    // is charged now, so that the next one's gate sees it (the batch is
+                    // posted after the last).
+                    let Some(req) = self.pace_response(q, req, status, result) else {
+                        continue;
+                    };
+                    let len = pace::write_len(&req, status).unwrap_or(0);
+                    self.pace_sent(q, len.saturating_sub(req.chunked as u64));
+                    paced_batch = true;
+                    batch.push((req, status, result));
+                    continue;
+                }
                 batch.push((req, status, result));
             } else {
                 self.send_response(q, req, status, result);
             }
         }
         if let Some(mut q) = cur.take() {
-            self.send_responses::<DOORBELL_BATCH, { 2 * DOORBELL_BATCH }>(&mut q, &mut batch);
+            self.send_responses::<DOORBELL_BATCH, { 2 * DOORBELL_BATCH }>(
+                &mut q,
+                &mut batch,
+                paced_batch,
+            );
             self.queues.put(q);
         }
         self.sending = batch;
@@ -1850,10 +1872,9 @@ impl<F: Fabric> Poller<F> {
         if q.closing {
             return self.recycle(req);
         }
-        if self.hold_responses && q.pacing.pacer.is_none() {
+        if self.hold_responses {
             // Counted as the queue's until posted (a draining queue waits for it). A paced
-            // queue's responses go at once, as their tokens allow: held, they went out in
-            // bursts behind the pass and its probes measured them (e2e_pacing).
+            // queue's pass its pacer's gate when they are posted, in the order held.
             q.elsewhere += 1;
             let seq = self.held_responses.len() as u32;
             self.held_responses
@@ -1876,7 +1897,7 @@ impl<F: Fabric> Poller<F> {
         // sized for one: they live on the stack and are set up per call.
         let mut one = std::mem::take(&mut self.sending_one);
         one.push((req, status, result));
-        self.send_responses::<1, 2>(q, &mut one);
+        self.send_responses::<1, 2>(q, &mut one, false);
         self.sending_one = one;
     }
 
@@ -1885,11 +1906,14 @@ impl<F: Fabric> Poller<F> {
     /// on rxe a post is a system call that also does the packets' work, and SPDK's target
     /// likewise posts what a poll gathered with one doorbell. Each response is the chain it
     /// would be alone: the RDMA WRITE of its data (if any), then its SEND, and it is tracked
-    /// as if posted alone.
+    /// as if posted alone. `charged`: the data was charged to the queue's pacer as each
+    /// response passed its gate ([`Self::flush_responses`]); otherwise it is charged once
+    /// posted.
     fn send_responses<const N: usize, const W: usize>(
         &mut self,
         q: &mut Queue<F>,
         batch: &mut Vec<(Box<Req>, Status, u64)>,
+        charged: bool,
     ) {
         let mut chains = std::mem::take(&mut self.chains);
         let mut quiet_done: Vec<Box<Req>> = std::mem::take(&mut self.quiet_done);
@@ -1969,8 +1993,10 @@ impl<F: Fabric> Poller<F> {
             }
             match q.ep.post_send_batch(&mut chains, &mut wrs[..w]) {
                 Ok(()) => {
-                    for data in &datas[..n] {
-                        self.pace_sent(q, paced_len(data));
+                    if !charged {
+                        for data in &datas[..n] {
+                            self.pace_sent(q, paced_len(data));
+                        }
                     }
                     self.stamp_poll();
                 }

@@ -21,7 +21,7 @@ use raidline_proto::Status;
 use super::super::pacing::{QpPacer, QueueStats, PARAM_CHECK};
 use super::super::queue::{Queue, Req, Wr};
 use super::lock;
-use super::Poller;
+use super::{Poller, DOORBELL_BATCH};
 
 /// How often queue statistics are published.
 const PUBLISH_EVERY: Nanos = Nanos::from_ms(20);
@@ -459,6 +459,10 @@ impl<F: Fabric> Poller<F> {
         // then carries none of their drain time ([`raidline_cc::netrtt`]).
         self.send_probe(q);
         let mut work = 0;
+        // What the bucket lets go now goes with one post, as held responses do
+        // ([`Poller::flush_responses`]): each charged as it passes the gate, so that the next
+        // one's gate sees it. An iSCSI read goes alone (its data, then its SCSI Response).
+        let mut batch = std::mem::take(&mut self.sending);
         while let Some((mut req, status, result)) = q.pacing.waiting.pop_front() {
             let len = write_len(&req, status).unwrap_or(0);
             if q.closing || !self.advance(q, &mut req, len) {
@@ -467,8 +471,17 @@ impl<F: Fabric> Poller<F> {
             }
             q.elsewhere -= 1;
             work += 1;
-            self.send_response(q, req, status, result);
+            if q.iser.is_some() {
+                self.send_response(q, req, status, result);
+            } else {
+                self.pace_sent(q, len.saturating_sub(req.chunked as u64));
+                batch.push((req, status, result));
+            }
         }
+        if !batch.is_empty() {
+            self.send_responses::<DOORBELL_BATCH, { 2 * DOORBELL_BATCH }>(q, &mut batch, true);
+        }
+        self.sending = batch;
         if !q.read_wait.is_empty() {
             self.pump_reads(q);
         }
