@@ -21,7 +21,7 @@ use raidline_proto::Status;
 use super::super::pacing::{QpPacer, QueueStats, PARAM_CHECK};
 use super::super::queue::{Queue, Req, Wr};
 use super::lock;
-use super::{Poller, DOORBELL_BATCH};
+use super::Poller;
 
 /// How often queue statistics are published.
 const PUBLISH_EVERY: Nanos = Nanos::from_ms(20);
@@ -328,6 +328,15 @@ impl<F: Fabric> Poller<F> {
         }
     }
 
+    /// A response that passed `q`'s gate, to be posted with others: its data is charged now,
+    /// less what its chunks were charged already ([`Self::post_chunk`]), so that the next
+    /// response's gate sees it. The post that follows skips its own charge
+    /// ([`Poller::send_responses`]'s `charged`).
+    pub(super) fn charge_release(&mut self, q: &mut Queue<F>, req: &Req, status: Status) {
+        let len = write_len(req, status).unwrap_or(0);
+        self.pace_sent(q, len.saturating_sub(req.chunked as u64));
+    }
+
     /// `len` bytes were posted on `q` (RDMA READ or WRITE).
     pub(super) fn pace_sent(&mut self, q: &mut Queue<F>, len: u64) {
         if len == 0 {
@@ -474,12 +483,12 @@ impl<F: Fabric> Poller<F> {
             if q.iser.is_some() {
                 self.send_response(q, req, status, result);
             } else {
-                self.pace_sent(q, len.saturating_sub(req.chunked as u64));
+                self.charge_release(q, &req, status);
                 batch.push((req, status, result));
             }
         }
         if !batch.is_empty() {
-            self.send_responses::<DOORBELL_BATCH, { 2 * DOORBELL_BATCH }>(q, &mut batch, true);
+            self.post_held(q, &mut batch, true);
         }
         self.sending = batch;
         if !q.read_wait.is_empty() {
