@@ -14,7 +14,9 @@
 # and streams 128 KiB reads at QD16 from 2 fio jobs for BN_SECS, while ping measures the RTT
 # across the bottleneck. One phase per algorithm in BN_ALGOS ("off" first): raidline restarts
 # with that [cc] section (BN_PARAMS_<algo with - as _> adds "name = value" lines to its
-# [cc.params]).
+# [cc.params]). An entry "algo:label" runs that algorithm with the binary BN_BIN_<label> and
+# the parameters BN_PARAMS_<label> where they are set (a change measured before and after in
+# the same run).
 #
 # Per phase it prints: throughput, ping p50/p99 unloaded and under load, the bytes each I/O
 # queue pair moved (raidline status) and their Jain index, rxe's retransmit and sequence-error
@@ -46,6 +48,13 @@ counters() {
   for f in "$d"/*; do printf '%s %s ' "${f##*/}" "$(cat "$f")"; done
 }
 
+# A labelled entry must name a binary or parameters (a typo would run the defaults unseen).
+for entry in $algos; do
+  vb=BN_BIN_${entry#*:} vp=BN_PARAMS_${entry#*:}
+  [ "$entry" = "${entry%%:*}" ] || [ -n "${!vb:-}${!vp:-}" ] ||
+    lab_fail "BN_ALGOS entry $entry: set $vb or $vp"
+done
+
 lab_rxe_up eth0
 serve() {
   if [ "${BN_PCAP:-0}" = 1 ]; then
@@ -57,22 +66,30 @@ serve() {
     tc qdisc replace dev eth0 root tbf rate "$rate" burst 16kb limit "$limit"
     lab_log "egress bottleneck: $(tc qdisc show dev eth0)"
   fi
-  local i=0 algo extra var
-  for algo in $algos; do
+  local i=0 entry algo label label_params extra var pbin
+  for entry in $algos; do
     i=$((i + 1))
-    extra=$out/cc-$algo.toml
+    # "algo:label": the binary BN_BIN_<label> and the parameters BN_PARAMS_<label>, where set
+    # (a before/after pair in one run).
+    algo=${entry%%:*} label=${entry#*:}
+    label_params=BN_PARAMS_$label
+    var=BN_BIN_$label
+    pbin=$bin
+    [ "$entry" = "$algo" ] || pbin=${!var:-$bin}
+    extra=$out/cc-$i.toml
     : > "$extra"
     if [ "$algo" != off ]; then
       var=BN_PARAMS_${algo//-/_}
+      [ "$entry" = "$algo" ] || [ -z "${!label_params:-}" ] || var=$label_params
       printf '[cc]\nalgorithm = "%s"\n[cc.params]\n%s\n' "$algo" "$(printf '%s' "${!var:-}" | tr ';' '\n')" > "$extra"
     fi
-    "$LAB_DIR/raidline.sh" start --addr "$LAB_IP" --nqn "$nqn" --bin "$bin" --append "$extra"
+    "$LAB_DIR/raidline.sh" start --addr "$LAB_IP" --nqn "$nqn" --bin "$pbin" --append "$extra"
     echo "target-rxe-before-$i $(counters)" > "$out/target-$i.txt"
     tc -s qdisc show dev eth0 > "$out/tc-before-$i.txt"
     lab_signal "ready-$i"
     lab_wait "loaded-$i" 900
-    "$bin" status --json --socket "$sock" > "$LAB_RUN/sync/status-$i.json"
-    "$bin" cc show --socket "$sock" > "$out/cc-show-$i.txt" 2>&1 || true
+    "$pbin" status --json --socket "$sock" > "$LAB_RUN/sync/status-$i.json"
+    "$pbin" cc show --socket "$sock" > "$out/cc-show-$i.txt" 2>&1 || true
     lab_signal "status-$i"
     lab_wait "done-$i" 300
     echo "target-rxe-after-$i $(counters)" >> "$out/target-$i.txt"
