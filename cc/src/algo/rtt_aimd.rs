@@ -890,15 +890,22 @@ mod tests {
         );
     }
 
+    /// `ctcc` in slow start within `app_window_us` 1000 and `app_headroom`, at 1 Gb/s over a
+    /// 10 us base.
+    fn capped_slow_start(headroom: f64) -> (RttAimd, State) {
+        let mut a = RttAimd::ctcc();
+        a.params_mut().set("slow_start", 1.0).unwrap();
+        a.params_mut().set("app_window_us", 1000.0).unwrap();
+        a.params_mut().set("app_headroom", headroom).unwrap();
+        let s = at_rate(&a, 1.0, 10.0);
+        (a, s)
+    }
+
     #[test]
     fn slow_start_is_capped_by_what_the_flow_sent() {
         // as above, in slow start: each answer at the base would double the rate
         let run_with = |per_ms: u64, headroom: f64| {
-            let mut a = RttAimd::ctcc();
-            a.params_mut().set("slow_start", 1.0).unwrap();
-            a.params_mut().set("app_window_us", 1000.0).unwrap();
-            a.params_mut().set("app_headroom", headroom).unwrap();
-            let mut s = at_rate(&a, 1.0, 10.0);
+            let (a, mut s) = capped_slow_start(headroom);
             let r0 = s.rate;
             for i in 0..=200u64 {
                 let now = Nanos::from_us(i * 100);
@@ -928,11 +935,8 @@ mod tests {
         // An answer at the base RTT in slow start: the next probe at once while the flow sends
         // at its rate, at the probe cadence once what it sent holds the rate.
         let probes_after = |per_ms: u64, answers: u64| {
-            let mut a = RttAimd::ctcc();
-            a.params_mut().set("slow_start", 1.0).unwrap();
-            a.params_mut().set("app_window_us", 1000.0).unwrap();
+            let (mut a, mut s) = capped_slow_start(2.0);
             a.params_mut().set("probe_per_rtt", 0.0).unwrap();
-            let mut s = at_rate(&a, 1.0, 10.0);
             let mut asked = 0;
             for i in 0..answers {
                 let now = Nanos::from_us(i * 100);
