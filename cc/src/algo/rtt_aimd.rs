@@ -36,14 +36,14 @@
 //!   over 8–60 ms between p10 and p90). The cost is a later reaction to a queue that builds (up
 //!   to 2W);
 //! - application-limited cap (`app_window_us` A > 0, off in CTCC): an increase never takes the
-//!   rate above `app_headroom` (2; 4 in the host-clock law) times what the flow sent over the
-//!   last A to 2A (RFC 7661's idea for TCP's window; never below the rate it already has). A flow with little to send keeps its rate:
-//!   without the cap, the lab's queue pairs probed an idle path for seconds, each answer below
-//!   target raised their rates to 40–100 MB/s over a 5 MB/s bottleneck, and the first load
-//!   after the idle spell filled the bottleneck's queue (0.7 s RTT, retransmissions). The
-//!   window must hold several of the flow's transfers: a hold per update (usage since the
-//!   previous answer) kept queue pairs at their floor, whose 16 KiB chunks leave less often
-//!   than the answers come;
+//!   rate above `app_headroom` (2; 4 in the host-clock law) times what the flow sent over the last
+//!   A to 2A (RFC 7661's idea for TCP's window; never below the rate it already has). A flow with
+//!   little to send keeps its rate: without the cap, the lab's queue pairs probed an idle path for
+//!   seconds, each answer below target raised their rates to 40–100 MB/s over a 5 MB/s bottleneck,
+//!   and the first load after the idle spell filled the bottleneck's queue (0.7 s RTT,
+//!   retransmissions). The window must hold several of the flow's transfers: a hold per update
+//!   (usage since the previous answer) kept queue pairs at their floor, whose 16 KiB chunks leave
+//!   less often than the answers come;
 //! - `base` is never taken above `base_cap_us` (like Swift's configured base delay): a flow that
 //!   starts while a queue stands would otherwise take the queue for the path and aim higher;
 //! - rate matching (`match_gain` g > 0, off in CTCC): before the step above, with
@@ -524,9 +524,9 @@ impl RttAimd {
         }
     }
 
-    /// `app_window_us`: the highest rate an increase may reach, `app_headroom` times the rate
-    /// the flow sent at over the last W to 2W (infinite when off; zero before anything was sent, so a flow
-    /// that has not sent yet keeps its starting rate).
+    /// `app_window_us`: the highest rate an increase may reach, `app_headroom` times the rate the
+    /// flow sent at over the last W to 2W (infinite when off; zero before anything was sent, so a
+    /// flow that has not sent yet keeps its starting rate).
     fn usage_cap(&self, s: &State, now: Nanos) -> f64 {
         let w = Nanos::from_us_f64(self.params.at(APP_WINDOW_US)).0;
         if w == 0 {
