@@ -66,22 +66,22 @@ serve() {
     tc qdisc replace dev eth0 root tbf rate "$rate" burst 16kb limit "$limit"
     lab_log "egress bottleneck: $(tc qdisc show dev eth0)"
   fi
-  local i=0 entry algo label label_params extra var pbin
+  local i=0 entry algo extra var params pbin
   for entry in $algos; do
     i=$((i + 1))
-    # "algo:label": the binary BN_BIN_<label> and the parameters BN_PARAMS_<label>, where set
-    # (a before/after pair in one run).
-    algo=${entry%%:*} label=${entry#*:}
-    label_params=BN_PARAMS_$label
-    var=BN_BIN_$label
-    pbin=$bin
-    [ "$entry" = "$algo" ] || pbin=${!var:-$bin}
+    algo=${entry%%:*} pbin=$bin params=BN_PARAMS_${algo//-/_}
+    if [ "$entry" != "$algo" ]; then
+      # "algo:label": the binary BN_BIN_<label> and the parameters BN_PARAMS_<label>, where
+      # set (a before/after pair in one run).
+      var=BN_BIN_${entry#*:}
+      pbin=${!var:-$bin}
+      var=BN_PARAMS_${entry#*:}
+      [ -z "${!var:-}" ] || params=$var
+    fi
     extra=$out/cc-$i.toml
     : > "$extra"
     if [ "$algo" != off ]; then
-      var=BN_PARAMS_${algo//-/_}
-      [ "$entry" = "$algo" ] || [ -z "${!label_params:-}" ] || var=$label_params
-      printf '[cc]\nalgorithm = "%s"\n[cc.params]\n%s\n' "$algo" "$(printf '%s' "${!var:-}" | tr ';' '\n')" > "$extra"
+      printf '[cc]\nalgorithm = "%s"\n[cc.params]\n%s\n' "$algo" "$(printf '%s' "${!params:-}" | tr ';' '\n')" > "$extra"
     fi
     "$LAB_DIR/raidline.sh" start --addr "$LAB_IP" --nqn "$nqn" --bin "$pbin" --append "$extra"
     echo "target-rxe-before-$i $(counters)" > "$out/target-$i.txt"

@@ -576,7 +576,8 @@ impl<F: Fabric> Poller<F> {
                     let Some(req) = self.pace_response(q, req, status, result) else {
                         continue;
                     };
-                    self.charge_release(q, &req, status);
+                    let len = pace::write_len(&req, status).unwrap_or(0);
+                    self.charge_release(q, &req, len);
                     paced_batch = true;
                     req
                 } else {

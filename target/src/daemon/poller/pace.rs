@@ -328,12 +328,11 @@ impl<F: Fabric> Poller<F> {
         }
     }
 
-    /// A response that passed `q`'s gate, to be posted with others: its data is charged now,
-    /// less what its chunks were charged already ([`Self::post_chunk`]), so that the next
-    /// response's gate sees it. The post that follows skips its own charge
-    /// ([`Poller::send_responses`]'s `charged`).
-    pub(super) fn charge_release(&mut self, q: &mut Queue<F>, req: &Req, status: Status) {
-        let len = write_len(req, status).unwrap_or(0);
+    /// A response that passed `q`'s gate, to be posted with others: its data (`len`, its
+    /// [`write_len`]) is charged now, less what its chunks were charged already
+    /// ([`Self::post_chunk`]), so that the next response's gate sees it. The post that follows
+    /// skips its own charge ([`Poller::send_responses`]'s `charged`).
+    pub(super) fn charge_release(&mut self, q: &mut Queue<F>, req: &Req, len: u64) {
         self.pace_sent(q, len.saturating_sub(req.chunked as u64));
     }
 
@@ -483,7 +482,7 @@ impl<F: Fabric> Poller<F> {
             if q.iser.is_some() {
                 self.send_response(q, req, status, result);
             } else {
-                self.charge_release(q, &req, status);
+                self.charge_release(q, &req, len);
                 batch.push((req, status, result));
             }
         }
