@@ -132,8 +132,11 @@ for algo in $algos; do
   lab_wait "ready-$i" 600
   # Straight to the kernel: nvme-cli refuses a second controller to the same address and
   # subsystem ("already connected"), whatever the host NQN.
+  # A fresh pair of host identities per phase: the UUID's first group is the phase number, in
+  # the 8 hex digits a UUID has there (phase 10 on too).
   for h in a b; do
-    echo "transport=rdma,traddr=$peer,trsvcid=4420,nqn=$nqn,duplicate_connect,hostnqn=nqn.2014-08.org.nvmexpress:uuid:0000000$i-bbbb-4000-8000-00000000000$h,hostid=0000000$i-bbbb-4000-8000-00000000000$h" \
+    uuid=$(printf '%08x-bbbb-4000-8000-00000000000%s' "$i" "$h")
+    echo "transport=rdma,traddr=$peer,trsvcid=4420,nqn=$nqn,duplicate_connect,hostnqn=nqn.2014-08.org.nvmexpress:uuid:$uuid,hostid=$uuid" \
       > /dev/nvme-fabrics
   done
   dev=$(lab_nvme_dev "$nqn" 30)
