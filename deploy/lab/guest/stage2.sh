@@ -45,6 +45,8 @@ hostname "lab-$role"
 say() { echo "lab-guest[$role]: $*" > "$out"; }
 status=/lab/run/$role.status
 rm -f "$status"
+# The host's boot watchdog (deploy/lab/run) waits for this: the kernel booted and PID 1 runs.
+: > "/lab/run/$role.booted"
 
 ip link set lo up
 if modprobe virtio_net && [ -e /sys/class/net/eth0 ]; then
