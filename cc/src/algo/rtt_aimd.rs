@@ -624,17 +624,17 @@ pub const DEFAULT_OVERRIDES: &[(&str, f64)] = &[
 /// throughput), and an increase never above four times what the queue pair sent over the
 /// last 100-200 ms (`app_window_us`, `app_headroom` 4: an idle queue pair keeps its rate).
 /// Slow start (`slow_start`, `ss_gain` 0.25, `ss_margin_us` 1000): from the start until the
-/// filtered RTT is 1 ms above base, the rate grows by a quarter per RTT, within that cap. A run
-/// of empty-queue samples speeds the increase up over `accel_us` 200 ms (up to `accel_max` 3):
-/// on this clock one sample at the base, 20 ms after the last, is not yet a departure, and
-/// [`DEFAULT_OVERRIDES`]' 1.5 ms gave the full 3 times at the second such sample. At the lab's
-/// bottleneck that swung the queue further: ping p99 46.6-57.1 ms in six phases against
-/// 40.6-49.9 in four with 200 ms, and half as many pings above 30 ms, at 0.91-0.95 x off's
-/// throughput for both; uncongested, 200 ms moved 0.95 x off against 0.88 (six triples).
+/// filtered RTT is 1 ms above base, the rate grows by a quarter per RTT, within that cap.
 /// Without it the 8 Mb/s start cost an uncongested queue pair a fifth of its throughput over a
 /// 20 s job (0.82 x off in the lab, one guest, 128 KiB reads over 4 queue pairs); with it,
 /// 0.96-0.99 x uncapped (but rates of GiB/s on an idle path), 0.86-0.98 (mean 0.92) within
-/// 4 x what was sent, 0.91-0.92 within 2 x.
+/// 4 x what was sent, 0.91-0.92 within 2 x. A run of empty-queue samples speeds the increase
+/// up over `accel_us` 200 ms (up to `accel_max` 3): on this clock one sample at the base, 20 ms
+/// after the last, is not yet a departure, and [`DEFAULT_OVERRIDES`]' 1.5 ms gave the full 3
+/// times at the second such sample. At the lab's bottleneck that swung the queue further: ping
+/// p99 46.6-57.1 ms in six phases against 40.6-49.9 in four with 200 ms, and half as many pings
+/// above 30 ms, at 0.91-0.95 x off's throughput for both; uncongested, 200 ms moved 0.95 x off
+/// against 0.88 (six triples).
 pub const HOST_CLOCK_OVERRIDES: &[(&str, f64)] = &[
     ("base_cap_us", 100_000.0),
     ("offset_us", 3000.0),
@@ -1165,8 +1165,9 @@ mod tests {
         a.params_mut().set("app_window_us", 0.0).unwrap();
         let mut s = at_rate(&a, 0.01, 500.0);
         s.ss_done = true;
-        // the increase relative to the plain additive step, `ai_mbps` per stage (6 ms below
-        // the 4 ms span: the whole step), at an answer at the base `t_ms` into the flow
+        // the increase relative to the plain additive step, `ai_mbps` per stage (the base is
+        // 6 ms below target, more than the 4 ms span: the whole step), at an answer at the
+        // base `t_ms` into the flow
         let mut boost = |t_ms: u64| {
             let before = s.rate;
             a.on_event(&mut s, Nanos::from_us(t_ms * 1000), rtt(500.0));
