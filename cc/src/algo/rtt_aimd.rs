@@ -632,9 +632,10 @@ pub const DEFAULT_OVERRIDES: &[(&str, f64)] = &[
 /// up over `accel_us` 200 ms (up to `accel_max` 3): on this clock one sample at the base, 20 ms
 /// after the last, is not yet a departure, and [`DEFAULT_OVERRIDES`]' 1.5 ms gave the full 3
 /// times at the second such sample. At the lab's bottleneck that swung the queue further: ping
-/// p99 46.6-57.1 ms in six phases against 40.6-49.9 in four with 200 ms, and half as many pings
-/// above 30 ms, at 0.91-0.95 x off's throughput for both; uncongested, 200 ms moved 0.95 x off
-/// against 0.88 (six triples).
+/// p99 46.6-57.1 ms against 36.5-49.9 with 200 ms (six phases each), and twice as many pings
+/// above 30 ms, at 0.93 against 0.91 x off's throughput (means); uncongested, 200 ms moved
+/// more than 1.5 ms in each of six triples run side by side (0.95 against 0.88 x off there;
+/// 0.92 over all ten of its triples).
 pub const HOST_CLOCK_OVERRIDES: &[(&str, f64)] = &[
     ("base_cap_us", 100_000.0),
     ("offset_us", 3000.0),
