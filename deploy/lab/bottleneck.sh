@@ -18,9 +18,10 @@
 # the parameters BN_PARAMS_<label> where they are set (a change measured before and after in
 # the same run).
 #
-# Per phase it prints: throughput, ping p50/p99 unloaded and under load, the bytes each I/O
-# queue pair moved (raidline status) and their Jain index, rxe's retransmit and sequence-error
-# counters on both sides, and the tbf's drops and backlog; then an off/on table. Its host_dup
+# Per phase it prints: throughput, ping p50/p99 unloaded and under load, how many pings went
+# above 30 ms and the largest of each second, the bytes each I/O queue pair moved (raidline
+# status) and their Jain index, rxe's retransmit and sequence-error counters on both sides, and
+# the tbf's drops and backlog; then an off/on table. Its host_dup
 # column (duplicates the host received) tells retries of what had arrived from losses
 # (host_oos: requests after a gap): rxe never cancels a QP's retransmit timer, so it fires one
 # ACK timeout after it was armed and retries whatever is outstanding, lost or not. With
@@ -112,21 +113,34 @@ lab_modules nvme-rdma
 lab_nvme_timeouts 30
 lab_hostnqn
 
-# p50 and p99 of ping's RTTs (ms) in file $1.
+# p50 and p99 of ping's RTTs (ms) in file $1, and how many were above 30 ms.
 ping_stats() {
   python3 - "$1" <<'EOF'
 import re, sys
 v = sorted(float(m) for m in re.findall(r"time=([0-9.]+)", open(sys.argv[1]).read()))
 if not v:
-    print("nan nan"); sys.exit()
+    print("nan nan 0"); sys.exit()
 q = lambda p: v[min(len(v) - 1, int(p * len(v)))]
-print(f"{q(0.5):.2f} {q(0.99):.2f}")
+print(f"{q(0.5):.2f} {q(0.99):.2f} {sum(1 for x in v if x > 30)}")
+EOF
+}
+
+# The largest ping (ms) of each second of the load in file $1 (20 pings a second): where the
+# p99 comes from, a spell or a swing that repeats.
+ping_seconds() {
+  python3 - "$1" <<'EOF'
+import re, sys
+top = {}
+for s, t in re.findall(r"icmp_seq=(\d+) .*time=([0-9.]+)", open(sys.argv[1]).read()):
+    k = (int(s) - 1) // 20
+    top[k] = max(top.get(k, 0.0), float(t))
+print(" ".join(f"{top.get(k, 0):.0f}" for k in range(max(top, default=-1) + 1)))
 EOF
 }
 
 i=0
 table=$out/table.txt
-printf '%-10s %9s %9s %9s %9s %9s %6s %8s %8s %8s %8s\n' algo MB/s ping50 ping99 idle50 idle99 jain retrans seq_err host_dup host_oos > "$table"
+printf '%-10s %9s %9s %9s %9s %9s %6s %8s %8s %8s %8s %8s\n' algo MB/s ping50 ping99 idle50 idle99 jain retrans seq_err host_dup host_oos ping_30 > "$table"
 for algo in $algos; do
   i=$((i + 1))
   lab_wait "ready-$i" 600
@@ -164,8 +178,8 @@ for algo in $algos; do
   nvme disconnect -n "$nqn" >/dev/null
   lab_wait "stopped-$i" 300
   cp "$LAB_RUN/sync/status-$i.json" "$LAB_RUN/sync/target-$i.txt" "$out/"
-  read -r p50 p99 < <(ping_stats "$out/ping-load-$i.txt")
-  read -r i50 i99 < <(ping_stats "$out/ping-idle-$i.txt")
+  read -r p50 p99 over30 < <(ping_stats "$out/ping-load-$i.txt")
+  read -r i50 i99 _ < <(ping_stats "$out/ping-idle-$i.txt")
   row=$(python3 - "$out/fio-$i.json" "$out/status-$i.json" "$out/target-$i.txt" "$rx_before" "$rx_after" <<'EOF'
 import json, re, sys
 fio = json.load(open(sys.argv[1]))
@@ -189,8 +203,9 @@ print(f"{mbs:.2f} {jain:.3f} {change('completer_retry_err', tb, ta)} "
 EOF
 )
   read -r mbs jain retr seqe hdup hoos nq <<< "$row"
-  printf '%-10s %9s %9s %9s %9s %9s %6s %8s %8s %8s %8s\n' "$algo" "$mbs" "$p50" "$p99" "$i50" "$i99" "$jain" "$retr" "$seqe" "$hdup" "$hoos" >> "$table"
-  lab_log "phase $i ($algo): $mbs MB/s over $nq queue pairs, ping p50/p99 $p50/$p99 ms (idle $i50/$i99), Jain $jain, target retransmits $retr, seq errors $seqe, host duplicates $hdup, host out-of-sequence $hoos"
+  printf '%-10s %9s %9s %9s %9s %9s %6s %8s %8s %8s %8s %8s\n' "$algo" "$mbs" "$p50" "$p99" "$i50" "$i99" "$jain" "$retr" "$seqe" "$hdup" "$hoos" "$over30" >> "$table"
+  lab_log "phase $i ($algo): $mbs MB/s over $nq queue pairs, ping p50/p99 $p50/$p99 ms (idle $i50/$i99), $over30 pings above 30 ms, Jain $jain, target retransmits $retr, seq errors $seqe, host duplicates $hdup, host out-of-sequence $hoos"
+  echo "largest ping of each second (ms): $(ping_seconds "$out/ping-load-$i.txt")"
   echo "initiator rxe: before $rx_before / after $rx_after"
   cat "$out/target-$i.txt"
   [ ! -s "$out/cc-show-$i.txt" ] || cat "$out/cc-show-$i.txt" 2>/dev/null || true
