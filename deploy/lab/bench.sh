@@ -7,7 +7,9 @@
 #                       [--degraded] [--compare REV] [--proto nvme|iser]
 #
 # Per round, in alternating order (round 1 raidline first, round 2 the kernel first, ...):
-#   - raidline (one poller, `io_path` from --io-paths; each listed path is its own phase) serving
+#   - raidline (one poller, `io_path` from --io-paths; each listed path is its own phase; a path
+#     is written PATH[:MODE][+ALGO], e.g. `ring:event` for poll_mode "event" or `ring+rtt-aimd`
+#     for every I/O queue pair paced by rtt-aimd with its defaults) serving
 #     RAID-5 over the drives (re-created, assume_clean) and a brd RAM disk (/dev/ram0) as a file
 #     namespace;
 #   - nvmet-rdma over md RAID-5 (internal bitmap, --assume-clean) on the same drives, and over
@@ -167,7 +169,10 @@ run_jobs() {
 
 # raidline_phase PATH [REV]: the working tree's raidline, or the one built at REV (--compare).
 raidline_phase() {
-  local path=$1 rev=${2:-} dev rdev label=raidline-$1
+  local path=$1 rev=${2:-} dev rdev label=raidline-$1 variant
+  # PATH[:MODE][+ALGO]: the io_path and poll mode, and the congestion control of every I/O QP.
+  variant=(--io-path "${path%%+*}")
+  [[ "$path" != *+* ]] || variant+=(--cc "${path#*+}")
   if [ -n "$rev" ]; then
     label=raidline@$rev-$path
     export RAIDLINE_BIN=$LAB_DIR/../../build/bench/raidline-$rev
@@ -175,14 +180,14 @@ raidline_phase() {
     unset RAIDLINE_BIN
   fi
   if [ "$proto" = iser ]; then
-    "$LAB_DIR/raidline.sh" start --addr "$LAB_IP" --nqn "$nqn" --io-path "$path" --iscsi "$iqn" \
+    "$LAB_DIR/raidline.sh" start --addr "$LAB_IP" --nqn "$nqn" "${variant[@]}" --iscsi "$iqn" \
       --ram-dev /dev/ram0 --ram-nqn "$rnqn" --iscsi-ram "$iqn_ram"
     dev=$(lab_iser_login "$LAB_IP" "$iqn" 60) || lab_fail "iSER login to $iqn"
     rdev=no
     [ ${#ramjobs[@]} -eq 0 ] || rdev=$(lab_iser_login "$LAB_IP" "$iqn_ram" 60) ||
       lab_fail "iSER login to $iqn_ram"
   else
-    "$LAB_DIR/raidline.sh" start --addr "$LAB_IP" --nqn "$nqn" --io-path "$path" \
+    "$LAB_DIR/raidline.sh" start --addr "$LAB_IP" --nqn "$nqn" "${variant[@]}" \
       --ram-dev /dev/ram0 --ram-nqn "$rnqn"
     nvme connect -t rdma -a "$LAB_IP" -s 4420 -n "$nqn" > /dev/null || lab_fail "connect $nqn"
     nvme connect -t rdma -a "$LAB_IP" -s 4420 -n "$rnqn" > /dev/null || lab_fail "connect $rnqn"

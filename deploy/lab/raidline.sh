@@ -3,15 +3,16 @@
 # soft-RoCE device, driven like the reference target (deploy/lab/ref-target.sh).
 #
 #   raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N] [--cc-rate MBPS]
-#                     [--io-path ring|workers] [--ram-dev DEV --ram-nqn NQN]
+#                     [--cc ALGO] [--io-path ring|workers[:MODE]] [--ram-dev DEV --ram-nqn NQN]
 #                     [--members "DEV ..."] [--overwrite "DEV ..."] [--hosts "NQN ..."]
 #                     [--append FILE] [--iscsi IQN] [--iscsi-chap "USER SECRET [MUSER MSECRET]"]
 #                     [--iscsi-discovery-chap "USER SECRET"] [--iscsi-ram IQN]
 #                     [--expect-refused]
 #       write $LAB_RUN/raidline.toml (array over all $LAB_DRIVES drives or --members, assume_clean at
 #       creation, allow any host; --cc-rate: every I/O queue pair paced by the `fixed`
-#       algorithm at MBPS megabits per second; --io-path: the daemon's io_path; --ram-dev: a
-#       second subsystem RAM-NQN serving DEV (a brd RAM disk) as a file namespace, for the
+#       algorithm at MBPS megabits per second; --cc: every I/O queue pair paced by ALGO
+#       (e.g. rtt-aimd) with its built-in defaults; --io-path: the daemon's io_path, and with :MODE
+#       its poll_mode (busy, adaptive or event; default adaptive); --ram-dev: a second subsystem RAM-NQN serving DEV (a brd RAM disk) as a file namespace, for the
 #       target path alone; --overwrite: the array's `overwrite`, devices whose foreign data a
 #       new array may overwrite; --hosts: only these host NQNs, instead of any host; --append: a
 #       TOML fragment added to the main subsystem, e.g. its [[subsystem.auth]] entries; --iscsi:
@@ -30,7 +31,7 @@
 #   raidline.sh kill      SIGKILL, no goodbye (crash test)
 #   raidline.sh status    `raidline status` over the management socket
 #   raidline.sh cli ARGS… `raidline ARGS… --socket <the lab's socket>` (e.g. `cli ns disable NQN 1`)
-usage="usage: raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N] [--cc-rate MBPS] [--io-path ring|workers] [--ram-dev DEV --ram-nqn NQN] [--members \"DEV ...\"] [--overwrite \"DEV ...\"] [--hosts \"NQN ...\"] [--append FILE] [--expect-refused] | config [--out PATH] [same options] | stop | kill | status | cli ARGS..."
+usage="usage: raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N] [--cc-rate MBPS] [--cc ALGO] [--io-path ring|workers[:busy|adaptive|event]] [--ram-dev DEV --ram-nqn NQN] [--members \"DEV ...\"] [--overwrite \"DEV ...\"] [--hosts \"NQN ...\"] [--append FILE] [--expect-refused] | config [--out PATH] [same options] | stop | kill | status | cli ARGS..."
 set -euo pipefail
 
 lab=$(cd "$(dirname "$0")" && pwd)
@@ -40,7 +41,7 @@ die() { echo "raidline.sh: error: $*" >&2; exit 2; }
 
 [ $# -ge 1 ] || die "$usage"
 action=$1; shift
-addr=${LAB_IP:-} nqn=nqn.2026-11.io.raidline:array0 chunk=64 cores=1 cc_rate="" out=$LAB_RUN/raidline.toml
+addr=${LAB_IP:-} nqn=nqn.2026-11.io.raidline:array0 chunk=64 cores=1 cc_rate="" cc_algo="" out=$LAB_RUN/raidline.toml
 io_path=ring ram_dev="" ram_nqn=nqn.2026-11.io.raidline:ram members="" overwrite="" refused=0
 hosts="" append="" iscsi="" iscsi_chap="" iscsi_dchap="" iscsi_ram=""
 bin=${RAIDLINE_BIN:-$lab/../../build/release/raidline}
@@ -52,7 +53,7 @@ while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || die "$1 needs a value
 $usage"
   case "$1" in
-    --addr) addr=$2 ;; --nqn) nqn=$2 ;; --chunk) chunk=$2 ;; --bin) bin=$2 ;; --cores) cores=$2 ;; --cc-rate) cc_rate=$2 ;; --out) out=$2 ;;
+    --addr) addr=$2 ;; --nqn) nqn=$2 ;; --chunk) chunk=$2 ;; --bin) bin=$2 ;; --cores) cores=$2 ;; --cc-rate) cc_rate=$2 ;; --cc) cc_algo=$2 ;; --out) out=$2 ;;
     --io-path) io_path=$2 ;; --ram-dev) ram_dev=$2 ;; --ram-nqn) ram_nqn=$2 ;;
     --members) members=$2 ;; --overwrite) overwrite=$2 ;;
     --hosts) hosts=$2 ;; --append) append=$2 ;; --iscsi) iscsi=$2 ;; --iscsi-chap) iscsi_chap=$2 ;;
@@ -62,6 +63,10 @@ $usage" ;;
   esac
   shift 2
 done
+poll_mode=adaptive
+case "$io_path" in
+  *:*) poll_mode=${io_path#*:} io_path=${io_path%%:*} ;;
+esac
 conf=$LAB_RUN/raidline.toml
 log=$LAB_RUN/raidline.log
 pidfile=/run/raidline-lab.pid
@@ -83,7 +88,7 @@ write_config() {
 [target]
 listen = ["$addr:4420"]
 cores = $cores
-poll_mode = "adaptive"
+poll_mode = "$poll_mode"
 io_path = "$io_path"
 management_socket = "$sock"
 state_dir = "$LAB_RUN/state"
@@ -152,8 +157,12 @@ CONF
     fi
     [ -z "$iscsi_ram" ] || iscsi_target "$iscsi_ram" "$ram_nqn"
   fi
+  [ -z "$cc_rate" ] || [ -z "$cc_algo" ] || die "--cc-rate and --cc: one or the other"
   if [ -n "$cc_rate" ]; then
     printf '\n[cc]\nalgorithm = "fixed"\n[cc.params]\nrate_mbps = %s\n' "$cc_rate" >> "$path"
+  fi
+  if [ -n "$cc_algo" ]; then
+    printf '\n[cc]\nalgorithm = "%s"\n' "$cc_algo" >> "$path"
   fi
 }
 
