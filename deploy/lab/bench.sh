@@ -9,7 +9,8 @@
 # Per round, in alternating order (round 1 raidline first, round 2 the kernel first, ...):
 #   - raidline (one poller, `io_path` from --io-paths; each listed path is its own phase; a path
 #     is written PATH[:MODE][+ALGO], e.g. `ring:event` for poll_mode "event" or `ring+rtt-aimd`
-#     for every I/O queue pair paced by rtt-aimd with its defaults) serving
+#     for every I/O queue pair paced by rtt-aimd with its defaults, `ring+fixed,rate_mbps=10000`
+#     with parameters) serving
 #     RAID-5 over the drives (re-created, assume_clean) and a brd RAM disk (/dev/ram0) as a file
 #     namespace;
 #   - nvmet-rdma over md RAID-5 (internal bitmap, --assume-clean) on the same drives, and over

@@ -11,11 +11,13 @@
 #       write $LAB_RUN/raidline.toml (array over all $LAB_DRIVES drives or --members, assume_clean at
 #       creation, allow any host; --cc-rate: every I/O queue pair paced by the `fixed`
 #       algorithm at MBPS megabits per second; --cc: every I/O queue pair paced by ALGO
-#       (e.g. rtt-aimd) with its built-in defaults; --io-path: the daemon's io_path, and with :MODE
-#       its poll_mode (busy, adaptive or event; default adaptive); --ram-dev: a second subsystem RAM-NQN serving DEV (a brd RAM disk) as a file namespace, for the
-#       target path alone; --overwrite: the array's `overwrite`, devices whose foreign data a
-#       new array may overwrite; --hosts: only these host NQNs, instead of any host; --append: a
-#       TOML fragment added to the main subsystem, e.g. its [[subsystem.auth]] entries; --iscsi:
+#       (e.g. rtt-aimd; ALGO,NAME=VALUE,... sets parameters, e.g. fixed,rate_mbps=10000);
+#       --io-path: the daemon's io_path, and with :MODE its poll_mode (busy, adaptive or event;
+#       default adaptive); --ram-dev: a second subsystem RAM-NQN serving DEV (a brd RAM disk) as
+#       a file namespace, for the target path alone; --overwrite: the array's `overwrite`,
+#       devices whose foreign data a new array may overwrite; --hosts: only these host NQNs,
+#       instead of any host; --append: a TOML fragment added to the main subsystem, e.g. its
+#       [[subsystem.auth]] entries; --iscsi:
 #       the same namespace also as LUN 0 of iSCSI target IQN on an iSER portal at $addr:3260;
 #       --iscsi-chap: its sessions must prove USER's SECRET, and MUSER/MSECRET answer mutual
 #       CHAP; --iscsi-discovery-chap: SendTargets discovery sessions must prove USER's SECRET;
@@ -162,7 +164,14 @@ CONF
     printf '\n[cc]\nalgorithm = "fixed"\n[cc.params]\nrate_mbps = %s\n' "$cc_rate" >> "$path"
   fi
   if [ -n "$cc_algo" ]; then
-    printf '\n[cc]\nalgorithm = "%s"\n' "$cc_algo" >> "$path"
+    # ALGO[,NAME=VALUE...]: the algorithm, then its [cc.params].
+    local params
+    IFS=, read -r -a params <<< "$cc_algo"
+    printf '\n[cc]\nalgorithm = "%s"\n' "${params[0]}" >> "$path"
+    if [ ${#params[@]} -gt 1 ]; then
+      printf '[cc.params]\n' >> "$path"
+      printf '%s\n' "${params[@]:1}" | sed 's/=/ = /' >> "$path"
+    fi
   fi
 }
 
