@@ -10,7 +10,7 @@
 #                     [--expect-refused]
 #       write $LAB_RUN/raidline.toml (array over all $LAB_DRIVES drives or --members, assume_clean at
 #       creation, allow any host; --cc-rate: every I/O queue pair paced by the `fixed`
-#       algorithm at MBPS megabits per second; --cc: every I/O queue pair paced by ALGO
+#       algorithm at MBPS megabits per second (--cc fixed,rate_mbps=MBPS); --cc: every I/O queue pair paced by ALGO
 #       (e.g. rtt-aimd; ALGO,NAME=VALUE,... sets parameters, e.g. fixed,rate_mbps=10000);
 #       --io-path: the daemon's io_path, and with :MODE its poll_mode (busy, adaptive or event;
 #       default adaptive); --ram-dev: a second subsystem RAM-NQN serving DEV (a brd RAM disk) as
@@ -43,7 +43,7 @@ die() { echo "raidline.sh: error: $*" >&2; exit 2; }
 
 [ $# -ge 1 ] || die "$usage"
 action=$1; shift
-addr=${LAB_IP:-} nqn=nqn.2026-11.io.raidline:array0 chunk=64 cores=1 cc_rate="" cc_algo="" out=$LAB_RUN/raidline.toml
+addr=${LAB_IP:-} nqn=nqn.2026-11.io.raidline:array0 chunk=64 cores=1 cc_algo="" out=$LAB_RUN/raidline.toml
 io_path=ring ram_dev="" ram_nqn=nqn.2026-11.io.raidline:ram members="" overwrite="" refused=0
 hosts="" append="" iscsi="" iscsi_chap="" iscsi_dchap="" iscsi_ram=""
 bin=${RAIDLINE_BIN:-$lab/../../build/release/raidline}
@@ -55,7 +55,7 @@ while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || die "$1 needs a value
 $usage"
   case "$1" in
-    --addr) addr=$2 ;; --nqn) nqn=$2 ;; --chunk) chunk=$2 ;; --bin) bin=$2 ;; --cores) cores=$2 ;; --cc-rate) cc_rate=$2 ;; --cc) cc_algo=$2 ;; --out) out=$2 ;;
+    --addr) addr=$2 ;; --nqn) nqn=$2 ;; --chunk) chunk=$2 ;; --bin) bin=$2 ;; --cores) cores=$2 ;; --cc-rate) cc_algo=fixed,rate_mbps=$2 ;; --cc) cc_algo=$2 ;; --out) out=$2 ;;
     --io-path) io_path=$2 ;; --ram-dev) ram_dev=$2 ;; --ram-nqn) ram_nqn=$2 ;;
     --members) members=$2 ;; --overwrite) overwrite=$2 ;;
     --hosts) hosts=$2 ;; --append) append=$2 ;; --iscsi) iscsi=$2 ;; --iscsi-chap) iscsi_chap=$2 ;;
@@ -74,7 +74,7 @@ log=$LAB_RUN/raidline.log
 pidfile=/run/raidline-lab.pid
 sock=/run/raidline/raidline.sock
 
-# write_config PATH: the configuration (see the header) for $addr, $nqn, $chunk, $cores, $cc_rate.
+# write_config PATH: the configuration (see the header) for $addr, $nqn, $chunk, $cores, $cc_algo.
 write_config() {
   local path=$1 list drives
   [ -n "$addr" ] || die "no --addr and no \$LAB_IP"
@@ -158,10 +158,6 @@ CONF
       printf '\n[iscsi.discovery_chap]\nuser = "%s"\nsecret = "%s"\n' "${d[0]}" "${d[1]}" >> "$path"
     fi
     [ -z "$iscsi_ram" ] || iscsi_target "$iscsi_ram" "$ram_nqn"
-  fi
-  [ -z "$cc_rate" ] || [ -z "$cc_algo" ] || die "--cc-rate and --cc: one or the other"
-  if [ -n "$cc_rate" ]; then
-    printf '\n[cc]\nalgorithm = "fixed"\n[cc.params]\nrate_mbps = %s\n' "$cc_rate" >> "$path"
   fi
   if [ -n "$cc_algo" ]; then
     # ALGO[,NAME=VALUE...]: the algorithm, then its [cc.params].
