@@ -45,6 +45,16 @@
 //!   drain rate, then at the peak) left net RTTs near zero and zero bases in the lab's
 //!   bottleneck runs, and the QPs with them raised their rates while the others cut (Jain
 //!   0.68 and 0.88, p99 queue above off's median).
+//! - **RDMA READs ahead are always taken off** ([`Dir::In`]), paced or not, forced or not.
+//!   A target fetches a host write's data with an RDMA READ; a probe posted behind one
+//!   completes only when the read's last byte has arrived, so its raw RTT holds the whole
+//!   transfer's serialization at the peer's sending rate (a 128 KiB read is about 3 ms on rxe
+//!   in the lab: the bench's floor job reads 332 of them a second). Kept, that time read as queueing: rtt-aimd on the lab's uncongested
+//!   seqwrite-128k saw raw RTTs of about 5 ms against a 66 us base, held its queue pairs near
+//!   what they moved, and the host's writes went at 0.63 x `off`. The reads outstanding are at
+//!   most the QP's initiator depth, so their subtraction is bounded, and a read's bytes are
+//!   not this side's send queue: they do not count against `max_ahead`, and a probe is not
+//!   held back for them.
 //! - The **base** is a windowed minimum of the net samples ([`NetRttConfig::base_window`], two
 //!   half-window buckets): a path that changes is taken up within a window, a single low
 //!   outlier is forgotten.
@@ -53,7 +63,10 @@
 //! `(1 ± e)`, the subtracted time is off by at most `max_ahead ÷ peak × e ÷ (1 − e)`: 64 KiB at
 //! rxe's ~10 MB/s in the lab is 6.5 ms of drain, so a 20 % error in the rate is 1.6 ms at
 //! worst, and nothing when nothing is ahead (the common case for a paced QP, whose transfers
-//! are spaced). Where the bottleneck is in the network, the QP's own bytes ahead of the probe
+//! are spaced). RDMA READs ahead are not bounded by `max_ahead` but by the initiator depth:
+//! their error is `ahead_in ÷ peak × e ÷ (1 − e)`, and as `peak` is the highest estimate of the
+//! window, `e` errs towards taking too little off (the sample stays high, the law cuts: the
+//! safe side). Where the bottleneck is in the network, the QP's own bytes ahead of the probe
 //! wait in that bottleneck's queue: at most `ahead ÷ peak` of their time is taken off, the
 //! rest (the queue) stays in the sample, as it must for a law that keeps queues short.
 //!
@@ -88,13 +101,26 @@ impl Default for NetRttConfig {
     }
 }
 
+/// Which way a transfer's data goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dir {
+    /// From this side to the peer: an RDMA WRITE or a SEND. Its bytes leave at the QP's own
+    /// rate; the pacer's gate and its queue are this side's.
+    Out,
+    /// From the peer to this side: an RDMA READ, whose data the peer's device sends in its
+    /// read response. Its bytes queue at the peer's responder, not in this side's send queue.
+    In,
+}
+
 /// What a probe carried when it was posted ([`NetRtt::probe_posted`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProbeTag {
     /// Post time.
     pub sent: Nanos,
-    /// Bytes outstanding ahead of it.
+    /// Bytes outstanding ahead of it, both ways.
     pub ahead: u64,
+    /// Of those, the bytes of RDMA READs ([`Dir::In`]).
+    pub ahead_in: u64,
 }
 
 /// One RTT sample.
@@ -102,14 +128,15 @@ pub struct ProbeTag {
 pub struct Sample {
     /// Completion − post.
     pub raw: Nanos,
-    /// Bytes that were ahead of the probe.
+    /// Bytes that were ahead of the probe (both ways).
     pub ahead: u64,
-    /// The drain time subtracted (`ahead ÷ drain`; zero for a deferred probe or before the
-    /// first drain estimate).
+    /// The drain time subtracted (see [`NetRtt::probe_answered_paced`]; zero before the first
+    /// drain estimate).
     pub drained: Nanos,
     /// `raw − drained`, at least 1 ns.
     pub net: Nanos,
-    /// The probe went after [`NetRttConfig::max_defer`] with more than `max_ahead` ahead.
+    /// The probe went after [`NetRttConfig::max_defer`] with more than `max_ahead` of
+    /// outgoing bytes ahead.
     pub forced: bool,
 }
 
@@ -163,6 +190,8 @@ impl<T: Copy> Windowed<T> {
 pub struct NetRtt {
     cfg: NetRttConfig,
     outstanding: u64,
+    /// Of `outstanding`, the bytes of RDMA READs.
+    outstanding_in: u64,
     /// When the last completion came, if the QP stayed backlogged since.
     backlogged_since: Option<Nanos>,
     /// Weighted sums of drained bytes and of the gaps they took (ns).
@@ -184,6 +213,7 @@ impl NetRtt {
         NetRtt {
             cfg,
             outstanding: 0,
+            outstanding_in: 0,
             backlogged_since: None,
             drain_bytes: 0.0,
             drain_ns: 0.0,
@@ -196,10 +226,18 @@ impl NetRtt {
         }
     }
 
-    /// `bytes` of data were posted at `now`.
-    pub fn on_posted(&mut self, _now: Nanos, bytes: u64) {
+    /// `bytes` of outgoing data were posted at `now`.
+    pub fn on_posted(&mut self, now: Nanos, bytes: u64) {
+        self.on_posted_dir(now, bytes, Dir::Out);
+    }
+
+    /// `bytes` of data going `dir` were posted at `now`.
+    pub fn on_posted_dir(&mut self, _now: Nanos, bytes: u64, dir: Dir) {
         if bytes == 0 {
             return;
+        }
+        if dir == Dir::In {
+            self.outstanding_in += bytes;
         }
         if self.outstanding == 0 {
             // A departure clock starts only at the next completion: this transfer's own
@@ -209,10 +247,20 @@ impl NetRtt {
         self.outstanding += bytes;
     }
 
-    /// A transfer of `bytes` completed at `now` (completions come in posting order).
+    /// An outgoing transfer of `bytes` completed at `now` (completions come in posting
+    /// order).
     pub fn on_completed(&mut self, now: Nanos, bytes: u64) {
+        self.on_completed_dir(now, bytes, Dir::Out);
+    }
+
+    /// A transfer of `bytes` going `dir` completed at `now` (completions come in posting
+    /// order, both ways: one send queue).
+    pub fn on_completed_dir(&mut self, now: Nanos, bytes: u64, dir: Dir) {
         if bytes == 0 {
             return;
+        }
+        if dir == Dir::In {
+            self.outstanding_in = self.outstanding_in.saturating_sub(bytes);
         }
         if let Some(t) = self.backlogged_since {
             let gap = now.saturating_sub(t).0;
@@ -230,13 +278,15 @@ impl NetRtt {
     /// Everything outstanding is gone (the QP was reset or flushed).
     pub fn reset_outstanding(&mut self) {
         self.outstanding = 0;
+        self.outstanding_in = 0;
         self.backlogged_since = None;
     }
 
-    /// Whether a wanted probe may be posted at `now` (see the module header); the first
-    /// refusal starts the deferral clock.
+    /// Whether a wanted probe may be posted at `now` (see the module header): outgoing bytes
+    /// ahead are held under `max_ahead` (RDMA READs ahead are always subtracted, see
+    /// [`NetRtt::probe_answered_paced`]); the first refusal starts the deferral clock.
     pub fn probe_allowed(&mut self, now: Nanos) -> bool {
-        if self.outstanding <= self.cfg.max_ahead {
+        if self.outstanding_out() <= self.cfg.max_ahead {
             return true;
         }
         let since = *self.deferred_since.get_or_insert(now);
@@ -249,6 +299,7 @@ impl NetRtt {
         ProbeTag {
             sent: now,
             ahead: self.outstanding,
+            ahead_in: self.outstanding_in,
         }
     }
 
@@ -257,17 +308,25 @@ impl NetRtt {
         self.probe_answered_paced(now, tag, false)
     }
 
-    /// [`NetRtt::probe_answered`] for a QP a pacer releases (`paced`): its sample keeps its
-    /// raw RTT (see the module header). Bytes ahead of a probe are either on their way (the
-    /// path keeps up; their time is a pacing interval, not a queue) or queued because the QP
-    /// is paced above what the path gives it, which is the congestion the law must see.
+    /// [`NetRtt::probe_answered`] for a QP a pacer releases (`paced`). What is taken off the
+    /// raw RTT, at the peak drain rate (see the module header):
+    /// - the bytes of RDMA READs ahead ([`ProbeTag::ahead_in`]), always: a read's data is
+    ///   the peer's to send, at most the QP's initiator depth of reads is outstanding, and a
+    ///   probe behind one completes only when its last byte has arrived, so its raw RTT holds
+    ///   that transfer's whole serialization;
+    /// - the outgoing bytes ahead, unless the QP is paced (its sample then keeps that part of
+    ///   its raw RTT) or the probe was forced past [`NetRttConfig::max_defer`]. Outgoing bytes
+    ///   ahead of a paced QP's probe are either on their way (the path keeps up; their time is
+    ///   a pacing interval, not a queue) or queued because the QP is paced above what the path
+    ///   gives it, which is the congestion the law must see.
     pub fn probe_answered_paced(&mut self, now: Nanos, tag: ProbeTag, paced: bool) -> Sample {
         let raw = now.saturating_sub(tag.sent);
-        let forced = tag.ahead > self.cfg.max_ahead;
+        let ahead_in = tag.ahead_in.min(tag.ahead);
+        let ahead_out = tag.ahead - ahead_in;
+        let forced = ahead_out > self.cfg.max_ahead;
+        let taken = ahead_in + if forced || paced { 0 } else { ahead_out };
         let drained = match (self.drain_rate(), self.peak_drain_rate()) {
-            (Some(r), Some(peak)) if !forced && tag.ahead > 0 && !paced => {
-                Nanos::from_secs_f64(tag.ahead as f64 / peak.max(r))
-            }
+            (Some(r), Some(peak)) if taken > 0 => Nanos::from_secs_f64(taken as f64 / peak.max(r)),
             _ => Nanos::ZERO,
         };
         let net = Nanos(raw.saturating_sub(drained).0.max(1));
@@ -307,9 +366,14 @@ impl NetRtt {
         self.last
     }
 
-    /// Bytes outstanding now.
+    /// Bytes outstanding now (both ways).
     pub fn outstanding(&self) -> u64 {
         self.outstanding
+    }
+
+    /// Outgoing bytes outstanding now.
+    pub fn outstanding_out(&self) -> u64 {
+        self.outstanding - self.outstanding_in.min(self.outstanding)
     }
 
     /// Samples taken, and how many of them were forced (see [`Sample::forced`]).
@@ -375,6 +439,18 @@ mod tests {
                 break;
             }
             e.on_completed(c, len);
+            pending.remove(0);
+        }
+    }
+
+    /// [`complete_until`] for RDMA READs.
+    fn complete_in_until(e: &mut NetRtt, pending: &mut Vec<(Nanos, u64)>, until: Nanos) {
+        pending.sort();
+        while let Some(&(c, len)) = pending.first() {
+            if c > until {
+                break;
+            }
+            e.on_completed_dir(c, len, Dir::In);
             pending.remove(0);
         }
     }
@@ -550,6 +626,67 @@ mod tests {
         // At the current drain rate, the sample would have been the bare path.
         let at_share = s.raw.saturating_sub(Nanos::from_secs_f64(ahead as f64 / r));
         assert!(at_share < Nanos::from_ms(2), "{at_share}");
+    }
+
+    #[test]
+    fn reads_ahead_are_taken_off_a_paced_probe_and_do_not_hold_it_back() {
+        // A target fetching 128 KiB host writes, paced: RDMA READs whose data the host sends
+        // at 10 MB/s, 300 us of path. Two of them back to back give a drain sample.
+        let (mut m, mut e, mut pending) = lab_qp();
+        let len = 128 << 10;
+        for _ in 0..2 {
+            e.on_posted_dir(Nanos::ZERO, len, Dir::In);
+            pending.push((m.post(Nanos::ZERO, len), len));
+        }
+        let t = Nanos::from_ms(27);
+        complete_in_until(&mut e, &mut pending, t);
+        assert_eq!(e.outstanding(), 0);
+        // Two reads in flight (256 KiB, four times max_ahead): the probe goes at once.
+        for _ in 0..2 {
+            e.on_posted_dir(t, len, Dir::In);
+            pending.push((m.post(t, len), len));
+        }
+        assert_eq!(e.outstanding_out(), 0);
+        assert!(e.probe_allowed(t), "reads do not hold a probe back");
+        let tag = e.probe_posted(t);
+        assert_eq!((tag.ahead, tag.ahead_in), (2 * len, 2 * len));
+        let done = m.post(t, 0);
+        let s = e.probe_answered_paced(done, tag, true);
+        // 26 ms raw (the reads' serialization), the path left.
+        assert!(s.raw > Nanos::from_ms(26), "{s:?}");
+        assert!(!s.forced);
+        assert!((s.net.as_us_f64() - 300.0).abs() < 50.0, "{s:?}");
+        complete_in_until(&mut e, &mut pending, done);
+        assert_eq!(e.outstanding(), 0);
+        // An outgoing chunk ahead of a paced probe still stays in the sample.
+        let mut f = e.clone();
+        f.on_posted(done, 16 << 10);
+        f.on_posted_dir(done, len, Dir::In);
+        let tag = f.probe_posted(done);
+        let s = f.probe_answered_paced(done + Nanos::from_ms(20), tag, true);
+        let read = Nanos::from_secs_f64(len as f64 / 10e6);
+        assert!(
+            (s.drained.as_us_f64() - read.as_us_f64()).abs() < 50.0,
+            "{s:?}"
+        );
+        // A shared bottleneck on the way in: the reads now arrive at 2.5 MB/s, their share.
+        // Taken off at the peak (their own serialization), the shared queue stays.
+        m.drain = 2.5e6;
+        let t = done + Nanos::from_ms(1);
+        for _ in 0..4 {
+            e.on_posted_dir(t, len, Dir::In);
+            pending.push((m.post(t, len), len));
+        }
+        let tag = e.probe_posted(t);
+        let done = m.post(t, 0);
+        complete_in_until(&mut e, &mut pending, done);
+        let s = e.probe_answered_paced(done, tag, true);
+        let own = Nanos::from_secs_f64((4 * len) as f64 / 10e6);
+        assert!(s.drained <= own + Nanos::from_us(50), "{s:?}, own {own}");
+        assert!(
+            s.net.as_secs_f64() > s.raw.as_secs_f64() * 0.7,
+            "the queue stays in the sample: {s:?}"
+        );
     }
 
     #[test]

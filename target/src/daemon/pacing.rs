@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use raidline_cc::algo::{dcqcn, fixed, rtt_aimd, swift, timely};
 use raidline_cc::algo::{CongestionControl, Dcqcn, Event, FixedRate, RttAimd, Swift, Timely};
-use raidline_cc::netrtt::{NetRtt, NetRttConfig, ProbeTag};
+use raidline_cc::netrtt::{Dir, NetRtt, NetRttConfig, ProbeTag};
 use raidline_cc::pacer::Readiness;
 use raidline_cc::params::Params;
 use raidline_cc::probe::ProbeSeq;
@@ -260,15 +260,15 @@ impl QpPacer {
         self.waits += 1;
     }
 
-    /// `len` bytes were posted at `now`.
-    pub fn on_sent(&mut self, now: Nanos, len: u64) {
-        self.net.on_posted(now, len);
+    /// `len` bytes going `dir` were posted at `now`.
+    pub fn on_sent(&mut self, now: Nanos, len: u64, dir: Dir) {
+        self.net.on_posted_dir(now, len, dir);
         on_ctl!(&self.algo, &mut self.ctl, a, c => { c.on_sent(a, now, len); }, ())
     }
 
-    /// The transfer of `len` bytes completed.
-    pub fn on_acked(&mut self, now: Nanos, len: u64) {
-        self.net.on_completed(now, len);
+    /// The transfer of `len` bytes going `dir` completed.
+    pub fn on_acked(&mut self, now: Nanos, len: u64, dir: Dir) {
+        self.net.on_completed_dir(now, len, dir);
         on_ctl!(&self.algo, &mut self.ctl, a, c => {
             c.on_acked(len);
             if a.wants_acks() {
@@ -634,8 +634,8 @@ mod tests {
         while now < Nanos::from_ms(1000) {
             match p.readiness(now, len) {
                 Readiness::Now => {
-                    p.on_sent(now, len);
-                    p.on_acked(now, len);
+                    p.on_sent(now, len, Dir::Out);
+                    p.on_acked(now, len, Dir::Out);
                     sent += len;
                 }
                 Readiness::At(t) => now = t,
@@ -680,10 +680,10 @@ mod tests {
         let mut now = Nanos::ZERO;
         let mut run = |p: &mut QpPacer, rtt: Nanos, n: usize| {
             for _ in 0..n {
-                p.on_sent(now, 4096);
+                p.on_sent(now, 4096, Dir::Out);
                 let seq = p.poll_probe(now);
                 // The transfer completes first, then the probe posted behind it.
-                p.on_acked(now + rtt, 4096);
+                p.on_acked(now + rtt, 4096, Dir::Out);
                 if let Some(seq) = seq {
                     p.on_probe_answer(1, now + rtt, seq, now);
                 }
@@ -727,7 +727,7 @@ mod tests {
         // 8 x 128 KiB posted: 1 MiB ahead, the next probe waits.
         let t = t0 + REPORT_PROBE_INTERVAL;
         for _ in 0..8 {
-            p.on_sent(t, 128 << 10);
+            p.on_sent(t, 128 << 10, Dir::Out);
         }
         assert_eq!(p.poll_probe(t), None);
         assert_eq!(p.poll_probe(t + Nanos::from_ms(19)), None);
@@ -737,7 +737,7 @@ mod tests {
         let gap = Nanos::from_secs_f64((128 << 10) as f64 / 10e6);
         let mut now = t + Nanos::from_us(300) + gap;
         for _ in 0..8 {
-            p.on_acked(now, 128 << 10);
+            p.on_acked(now, 128 << 10, Dir::Out);
             now = now + gap;
         }
         p.on_probe_answer(1, now - gap, forced, t + Nanos::from_ms(20));
@@ -747,14 +747,14 @@ mod tests {
         assert_eq!(s.probes_forced.load(Ordering::Relaxed), 1);
         // Later, with 64 KiB ahead (a last transfer of that size), the probe goes at once.
         let now = now + REPORT_PROBE_INTERVAL;
-        p.on_sent(now, 64 << 10);
+        p.on_sent(now, 64 << 10, Dir::Out);
         let seq = p.poll_probe(now).expect("64 KiB ahead: sent");
         // It completes behind the 64 KiB (6.55 ms at the drain rate) and a 300 us path. The
         // QP is paced (`fixed` has a rate): its sample keeps the raw RTT, since bytes ahead of
         // a paced QP's probe are on their way or queued by a rate above the path's
         // (`raidline_cc::netrtt`).
         let done = now + Nanos::from_secs_f64((64 << 10) as f64 / 10e6) + Nanos::from_us(300);
-        p.on_acked(done - Nanos::from_us(1), 64 << 10);
+        p.on_acked(done - Nanos::from_us(1), 64 << 10, Dir::Out);
         p.on_probe_answer(1, done, seq, now);
         let s = QueueStats::default();
         p.publish(&s);
@@ -764,6 +764,36 @@ mod tests {
         assert_eq!(s.probe_ahead_bytes.load(Ordering::Relaxed), 64 << 10);
         assert_eq!(s.probes_forced.load(Ordering::Relaxed), 1);
         assert!((s.base_rtt_ns.load(Ordering::Relaxed) as f64 / 1e3 - 300.0).abs() < 20.0);
+    }
+
+    #[test]
+    fn a_paced_probe_behind_rdma_reads_has_their_serialization_taken_off() {
+        // A paced queue pair fetching 128 KiB host writes: the host sends each read's data at
+        // 10 MB/s (13.1 ms), the path is 300 us.
+        let a = spec("fixed", &[]).build().unwrap();
+        let mut p = QpPacer::new(&a, Nanos::ZERO);
+        let len = 128 << 10;
+        let gap = Nanos::from_secs_f64(len as f64 / 10e6);
+        let t0 = Nanos::from_ms(1);
+        p.on_sent(t0, len, Dir::In);
+        p.on_sent(t0, len, Dir::In);
+        p.on_acked(t0 + gap + Nanos::from_us(300), len, Dir::In);
+        p.on_acked(t0 + gap + gap + Nanos::from_us(300), len, Dir::In);
+        // Two more reads in flight (256 KiB): the report's probe is not held back for them.
+        let t = REPORT_PROBE_INTERVAL;
+        p.on_sent(t, len, Dir::In);
+        p.on_sent(t, len, Dir::In);
+        let seq = p.poll_probe(t).expect("reads do not hold the probe back");
+        let done = t + gap + gap + Nanos::from_us(300);
+        p.on_acked(t + gap + Nanos::from_us(300), len, Dir::In);
+        p.on_acked(done - Nanos(1), len, Dir::In);
+        p.on_probe_answer(1, done, seq, t);
+        let s = QueueStats::default();
+        p.publish(&s);
+        assert!(s.raw_rtt_us() > 26_000.0, "{}", s.raw_rtt_us());
+        assert!((s.net_rtt_us() - 300.0).abs() < 20.0, "{}", s.net_rtt_us());
+        assert_eq!(s.probes_forced.load(Ordering::Relaxed), 0);
+        assert_eq!(s.probe_ahead_bytes.load(Ordering::Relaxed), 2 * len);
     }
 
     #[test]

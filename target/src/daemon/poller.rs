@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use phases::{PassCounts, Phase};
+use raidline_cc::netrtt::Dir;
 use raidline_fabric::slab::{Chain, SrqEndpoint, WrKind};
 use raidline_fabric::sys_poll::wait_ready;
 use raidline_fabric::{
@@ -703,7 +704,7 @@ impl<F: Fabric> Poller<F> {
                 // Requests still waiting for their RDMA READ hold receive slots (shared ones
                 // must go back to the shared receive queue).
                 for req in std::mem::take(&mut q.read_wait) {
-                    self.recycle(req);
+                    self.fetch_dropped(req);
                 }
                 self.detach_pacing(&q);
                 self.shared.tell_control(ControlMsg::QueueClosed {
@@ -798,7 +799,7 @@ impl<F: Fabric> Poller<F> {
                 }
                 Wr::Read(req) => {
                     q.reads_in_flight = q.reads_in_flight.saturating_sub(1);
-                    self.pace_acked(&mut q, req.paced_len);
+                    self.pace_acked(&mut q, req.paced_len, Dir::In);
                     if let Step::Write { ns, lba, len, .. } = req.step {
                         self.write_arrived(ns, lba, len);
                     }
@@ -810,7 +811,7 @@ impl<F: Fabric> Poller<F> {
                     self.pump_reads(&mut q);
                 }
                 Wr::Resp(req) => {
-                    self.pace_acked(&mut q, req.paced_len);
+                    self.pace_acked(&mut q, req.paced_len, Dir::Out);
                     let close = req.close_after;
                     self.recycle(req);
                     if close {
@@ -1063,6 +1064,11 @@ impl<F: Fabric> Poller<F> {
         match then {
             AfterBuf::Fetch(remote) => {
                 req.remote = Some(remote);
+                if let Step::Write { ns, lba, len, .. } = req.step {
+                    // A stream's writes gather into whole stripes around it.
+                    let now = self.clock();
+                    self.write_coming(ns, lba, len, now);
+                }
                 q.read_wait.push_back(req);
                 self.pump_reads(q);
             }
@@ -1098,14 +1104,14 @@ impl<F: Fabric> Poller<F> {
                 return;
             };
             let (Some(remote), Some(buf)) = (req.remote, req.data.as_ref()) else {
-                self.recycle(req);
+                self.fetch_dropped(req);
                 continue;
             };
             let sge = match self.pool.sge_at(buf, at, len as usize) {
                 Ok(s) => s,
                 Err(e) => {
                     q.close(format!("pool buffer not registered: {e}"));
-                    self.recycle(req);
+                    self.fetch_dropped(req);
                     return;
                 }
             };
@@ -1124,23 +1130,31 @@ impl<F: Fabric> Poller<F> {
             match q.ep.post_send(Wr::Read(req), &mut wr) {
                 Ok(()) => {
                     q.reads_in_flight += 1;
-                    self.pace_sent(q, len);
+                    self.pace_sent(q, len, Dir::In);
                     self.stamp_poll();
                     if let Some((ns, lba, len)) = write {
-                        // A stream's writes gather into whole stripes around it.
                         let now = self.clock();
-                        self.write_coming(ns, lba, len, now);
+                        self.write_fetching(ns, lba, len, now);
                     }
                 }
                 Err(rej) => {
                     q.close(format!("RDMA READ not posted: {}", rej.error));
                     if let Wr::Read(r) = rej.ctx {
-                        self.recycle(r);
+                        self.fetch_dropped(r);
                     }
                     return;
                 }
             }
         }
+    }
+
+    /// A request whose RDMA READ was queued and will not be posted: a write among them is no
+    /// longer on its way ([`Poller::write_coming`]).
+    fn fetch_dropped(&mut self, req: Box<Req>) {
+        if let Step::Write { ns, lba, len, .. } = req.step {
+            self.write_arrived(ns, lba, len);
+        }
+        self.recycle(req);
     }
 
     /// The request's host data is here.
@@ -2000,7 +2014,7 @@ impl<F: Fabric> Poller<F> {
                 Ok(()) => {
                     if !charged {
                         for data in &datas[..n] {
-                            self.pace_sent(q, paced_len(data));
+                            self.pace_sent(q, paced_len(data), Dir::Out);
                         }
                     }
                     self.stamp_poll();

@@ -11,6 +11,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
+use raidline_cc::netrtt::Dir;
 use raidline_fabric::{ConnId, Fabric, Payload, RemoteBuf, SendOp, SendWr, WrId};
 use raidline_proto::{Status, StatusCode};
 use raidline_scsi::sbc::{Io, WriteSameAction};
@@ -669,7 +670,7 @@ impl<F: Fabric> Poller<F> {
             },
         ];
         match q.ep.post_send(Wr::Resp(req), &mut wrs) {
-            Ok(()) => self.pace_sent(q, len),
+            Ok(()) => self.pace_sent(q, len, Dir::Out),
             Err(rej) => {
                 q.close(format!("read response not posted: {}", rej.error));
                 if let Wr::Resp(r) = rej.ctx {

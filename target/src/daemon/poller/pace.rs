@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use raidline_cc::netrtt::Dir;
 use raidline_cc::pacer::Readiness;
 use raidline_cc::probe::ProbeSeq;
 use raidline_cc::Nanos;
@@ -311,7 +312,7 @@ impl<F: Fabric> Poller<F> {
                 req.chunked += PACE_CHUNK as usize;
                 q.pacing.chunks += 1;
                 q.pacing.chunks_in_flight += 1;
-                self.pace_sent(q, PACE_CHUNK);
+                self.pace_sent(q, PACE_CHUNK, Dir::Out);
                 self.stamp_poll();
                 true
             }
@@ -333,18 +334,18 @@ impl<F: Fabric> Poller<F> {
     /// ([`Self::post_chunk`]), so that the next response's gate sees it. The post that follows
     /// skips its own charge ([`Poller::send_responses`]'s `charged`).
     pub(super) fn charge_release(&mut self, q: &mut Queue<F>, req: &Req, len: u64) {
-        self.pace_sent(q, len.saturating_sub(req.chunked as u64));
+        self.pace_sent(q, len.saturating_sub(req.chunked as u64), Dir::Out);
     }
 
-    /// `len` bytes were posted on `q` (RDMA READ or WRITE).
-    pub(super) fn pace_sent(&mut self, q: &mut Queue<F>, len: u64) {
+    /// `len` bytes were posted on `q`: RDMA WRITE or SEND (`Dir::Out`), RDMA READ (`Dir::In`).
+    pub(super) fn pace_sent(&mut self, q: &mut Queue<F>, len: u64, dir: Dir) {
         if len == 0 {
             return;
         }
         q.pacing.bytes += len;
         if let Some(p) = q.pacing.pacer.as_mut() {
             let now = self.pace.now();
-            p.on_sent(now, len);
+            p.on_sent(now, len, dir);
             // The algorithm may want a probe now.
             q.pacing.wake_at(now);
             self.note_due(now);
@@ -364,17 +365,17 @@ impl<F: Fabric> Poller<F> {
     /// A chunk completed (or flushed): its bytes left, its send-queue slot is free.
     pub(super) fn chunk_done(&mut self, q: &mut Queue<F>) {
         q.pacing.chunks_in_flight = q.pacing.chunks_in_flight.saturating_sub(1);
-        self.pace_acked(q, PACE_CHUNK);
+        self.pace_acked(q, PACE_CHUNK, Dir::Out);
     }
 
-    /// A paced transfer of `len` bytes completed on `q`.
-    pub(super) fn pace_acked(&mut self, q: &mut Queue<F>, len: u64) {
+    /// A paced transfer of `len` bytes going `dir` completed on `q`.
+    pub(super) fn pace_acked(&mut self, q: &mut Queue<F>, len: u64, dir: Dir) {
         if len == 0 {
             return;
         }
         if let Some(p) = q.pacing.pacer.as_mut() {
             let now = self.wc_now();
-            p.on_acked(now, len);
+            p.on_acked(now, len, dir);
             q.pacing.wake_at(now);
             self.note_due(now);
         }

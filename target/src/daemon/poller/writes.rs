@@ -25,8 +25,9 @@
 //! completed, so the durability point is that of a single write.
 //!
 //! A write is held only while something it waits for is sure to come: a neighbour's RDMA
-//! READ posted (its completion comes, with data or an error), or the task it continues still
-//! running (its end brings the host's next command). How long that takes is the fabric's and
+//! READ posted (its completion comes, with data or an error) or queued to be posted (behind
+//! the initiator depth or the pacer's bucket, which both release it), or the task it
+//! continues still running (its end brings the host's next command). How long that takes is the fabric's and
 //! the drives' business, so no clock ends the wait early: a 2 ms limit wrote two stripes in
 //! five of the lab's seqwrite-128k by reconstruct-write, where one RDMA READ queued behind
 //! others takes tens of milliseconds. [`HOLD_MAX`] is a guard (a task or a flush that takes
@@ -252,8 +253,15 @@ impl<F: Fabric> Poller<F> {
         Taken::Yes
     }
 
-    /// An array write's data is on its way: its RDMA READ was posted at `now`. Its completion,
-    /// whatever its status, ends that with [`Poller::write_arrived`].
+    /// An array write's data is on its way: its RDMA READ is queued at `now`, to be posted as
+    /// soon as the initiator depth and the pacer's bucket let it (both release it: an earlier
+    /// read's completion, the bucket's due time). Its completion, whatever its status, ends
+    /// that with [`Poller::write_arrived`]; so does a queue that closes before it was posted.
+    ///
+    /// Counted from the queue, not from the post: a paced queue pair's reads wait in its bucket,
+    /// and a write held for a neighbour that was not yet "coming" went alone, by
+    /// reconstruct-write (rtt-aimd on the lab's seqwrite-128k: 1,398-1,680 stripes so per
+    /// phase, against 58-137 unpaced).
     pub(super) fn write_coming(&mut self, ns: usize, lba: u64, len: usize, now: Instant) {
         let Some(array) = array_of(&self.shared.namespaces[ns].backend) else {
             return;
@@ -269,8 +277,25 @@ impl<F: Fabric> Poller<F> {
         }
     }
 
-    /// An array write's RDMA READ completed, with its data or an error (see
-    /// [`Poller::write_coming`]).
+    /// An array write's RDMA READ was posted at `now`: the [`HOLD_MAX`] guard counts from
+    /// here, not from when it was queued (see [`Poller::write_coming`]).
+    pub(super) fn write_fetching(&mut self, ns: usize, lba: u64, len: usize, now: Instant) {
+        let Some(array) = array_of(&self.shared.namespaces[ns].backend) else {
+            return;
+        };
+        let end = end_block(array, lba, len);
+        for (map, key) in [
+            (&mut self.writes.coming_at, (ns, lba)),
+            (&mut self.writes.coming_end, (ns, end)),
+        ] {
+            if let Some(e) = map.get_mut(&key) {
+                e.1 = now;
+            }
+        }
+    }
+
+    /// An array write's RDMA READ completed, with its data or an error, or was never posted
+    /// (see [`Poller::write_coming`]).
     pub(super) fn write_arrived(&mut self, ns: usize, lba: u64, len: usize) {
         let Some(array) = array_of(&self.shared.namespaces[ns].backend) else {
             return;
