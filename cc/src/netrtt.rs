@@ -121,6 +121,9 @@ pub struct ProbeTag {
     pub ahead: u64,
     /// Of those, the bytes of RDMA READs ([`Dir::In`]).
     pub ahead_in: u64,
+    /// How long the transfer at the head of those had been in service: since it was posted
+    /// to an idle QP, or since the transfer before it completed (zero: nothing ahead).
+    pub head_for: Nanos,
 }
 
 /// One RTT sample.
@@ -194,6 +197,9 @@ pub struct NetRtt {
     outstanding_in: u64,
     /// When the last completion came, if the QP stayed backlogged since.
     backlogged_since: Option<Nanos>,
+    /// When the transfer now at the head of the queue began its service (its post to an idle
+    /// QP, or the completion before it); `None` while nothing is outstanding.
+    head_since: Option<Nanos>,
     /// Weighted sums of drained bytes and of the gaps they took (ns).
     drain_bytes: f64,
     drain_ns: f64,
@@ -202,6 +208,9 @@ pub struct NetRtt {
     /// Windowed maximum of the drain estimate, bytes per second.
     peak: Windowed<f64>,
     base: Windowed<Nanos>,
+    /// Windowed minimum of the samples with nothing ahead (the path alone): no subtraction
+    /// takes a sample below it.
+    clear: Windowed<Nanos>,
     last: Option<Sample>,
     samples: u64,
     forced: u64,
@@ -215,11 +224,13 @@ impl NetRtt {
             outstanding: 0,
             outstanding_in: 0,
             backlogged_since: None,
+            head_since: None,
             drain_bytes: 0.0,
             drain_ns: 0.0,
             deferred_since: None,
             peak: Windowed::new(cfg.base_window, f64::max),
             base: Windowed::new(cfg.base_window, Ord::min),
+            clear: Windowed::new(cfg.base_window, Ord::min),
             last: None,
             samples: 0,
             forced: 0,
@@ -232,7 +243,7 @@ impl NetRtt {
     }
 
     /// `bytes` of data going `dir` were posted at `now`.
-    pub fn on_posted_dir(&mut self, _now: Nanos, bytes: u64, dir: Dir) {
+    pub fn on_posted_dir(&mut self, now: Nanos, bytes: u64, dir: Dir) {
         if bytes == 0 {
             return;
         }
@@ -243,6 +254,7 @@ impl NetRtt {
             // A departure clock starts only at the next completion: this transfer's own
             // completion carries its round trip.
             self.backlogged_since = None;
+            self.head_since = Some(now);
         }
         self.outstanding += bytes;
     }
@@ -273,6 +285,7 @@ impl NetRtt {
         }
         self.outstanding = self.outstanding.saturating_sub(bytes);
         self.backlogged_since = (self.outstanding > 0).then_some(now);
+        self.head_since = self.backlogged_since;
     }
 
     /// Everything outstanding is gone (the QP was reset or flushed).
@@ -280,6 +293,7 @@ impl NetRtt {
         self.outstanding = 0;
         self.outstanding_in = 0;
         self.backlogged_since = None;
+        self.head_since = None;
     }
 
     /// Whether a wanted probe may be posted at `now` (see the module header): outgoing bytes
@@ -300,6 +314,10 @@ impl NetRtt {
             sent: now,
             ahead: self.outstanding,
             ahead_in: self.outstanding_in,
+            head_for: self
+                .head_since
+                .filter(|_| self.outstanding > 0)
+                .map_or(Nanos::ZERO, |h| now.saturating_sub(h)),
         }
     }
 
@@ -313,7 +331,11 @@ impl NetRtt {
     /// - the bytes of RDMA READs ahead ([`ProbeTag::ahead_in`]), always: a read's data is
     ///   the peer's to send, at most the QP's initiator depth of reads is outstanding, and a
     ///   probe behind one completes only when its last byte has arrived, so its raw RTT holds
-    ///   that transfer's whole serialization;
+    ///   that transfer's whole serialization. What the head transfer moved before the probe
+    ///   was posted is not in the raw RTT: the time it had been in service
+    ///   ([`ProbeTag::head_for`]) is not taken off twice (the remaining work of a FIFO queue:
+    ///   `ahead_in ÷ peak − head_for`, at least zero). Without that, a probe posted late in a
+    ///   read's transfer had more taken off than it waited: the lab's bases went to zero;
     /// - the outgoing bytes ahead, unless the QP is paced (its sample then keeps that part of
     ///   its raw RTT) or the probe was forced past [`NetRttConfig::max_defer`]. Outgoing bytes
     ///   ahead of a paced QP's probe are either on their way (the path keeps up; their time is
@@ -324,12 +346,27 @@ impl NetRtt {
         let ahead_in = tag.ahead_in.min(tag.ahead);
         let ahead_out = tag.ahead - ahead_in;
         let forced = ahead_out > self.cfg.max_ahead;
-        let taken = ahead_in + if forced || paced { 0 } else { ahead_out };
+        let out = if forced || paced { 0 } else { ahead_out };
         let drained = match (self.drain_rate(), self.peak_drain_rate()) {
-            (Some(r), Some(peak)) if taken > 0 => Nanos::from_secs_f64(taken as f64 / peak.max(r)),
+            (Some(r), Some(peak)) if ahead_in + out > 0 => {
+                let at = |b: u64| Nanos::from_secs_f64(b as f64 / peak.max(r));
+                at(ahead_in).saturating_sub(tag.head_for) + at(out)
+            }
             _ => Nanos::ZERO,
         };
+        // Never below the lowest sample with nothing ahead (the path itself): a subtraction
+        // that would take the sample there overestimates the time the bytes ahead still
+        // needed (the head transfer's service began before its predecessor's completion was
+        // seen: on a busy host, completions are stamped when the poller gets to them). Taken
+        // down to zero, such samples made the lab's bases zero.
+        let drained = self
+            .clear
+            .get()
+            .map_or(drained, |c| drained.min(raw.saturating_sub(c)));
         let net = Nanos(raw.saturating_sub(drained).0.max(1));
+        if tag.ahead == 0 {
+            self.clear.push(now, raw);
+        }
         let s = Sample {
             raw,
             ahead: tag.ahead,
@@ -656,8 +693,35 @@ mod tests {
         assert!(s.raw > Nanos::from_ms(26), "{s:?}");
         assert!(!s.forced);
         assert!((s.net.as_us_f64() - 300.0).abs() < 50.0, "{s:?}");
+        // A probe posted 5 ms into the first read's transfer waits for the rest only: that
+        // is what comes off, not the whole 256 KiB.
+        let mut late = e.clone();
+        let tag = late.probe_posted(t + Nanos::from_ms(5));
+        assert_eq!(tag.head_for, Nanos::from_ms(5));
+        let s = late.probe_answered_paced(done, tag, true);
+        assert!((s.net.as_us_f64() - 300.0).abs() < 50.0, "{s:?}");
         complete_in_until(&mut e, &mut pending, done);
         assert_eq!(e.outstanding(), 0);
+        // A read whose data had mostly arrived before its predecessor's completion was seen
+        // (a busy poller stamps completions late): 128 KiB ahead, service seemingly just
+        // begun, answered in 400 us. Taken off whole it would leave nothing; the sample stays
+        // at the path's floor, the lowest sample with nothing ahead (300 us here).
+        let mut stale = e.clone();
+        let idle = done + Nanos::from_ms(100);
+        let tag = stale.probe_posted(idle);
+        let clear = stale.probe_answered_paced(idle + Nanos::from_us(300), tag, true);
+        assert_eq!(clear.net, Nanos::from_us(300));
+        let tag = ProbeTag {
+            sent: idle + Nanos::from_ms(1),
+            ahead: len,
+            ahead_in: len,
+            head_for: Nanos::ZERO,
+        };
+        let s = stale.probe_answered_paced(tag.sent + Nanos::from_us(400), tag, true);
+        assert_eq!(
+            (s.drained, s.net),
+            (Nanos::from_us(100), Nanos::from_us(300))
+        );
         // An outgoing chunk ahead of a paced probe still stays in the sample.
         let mut f = e.clone();
         f.on_posted(done, 16 << 10);

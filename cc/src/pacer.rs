@@ -77,6 +77,8 @@ pub struct Pacer {
     /// at the rate.
     idle_burst: u64,
     idle_time: Nanos,
+    /// The bucket holds at least this long at the rate ([`Pacer::with_burst_time`]).
+    burst_time: Nanos,
     /// A packet waits for tokens: the last readiness was not `Now`, and nothing left since.
     waiting: bool,
 }
@@ -98,6 +100,7 @@ impl Pacer {
             prev_m: None,
             idle_burst: burst,
             idle_time: Nanos::ZERO,
+            burst_time: Nanos::ZERO,
             waiting: false,
         }
     }
@@ -108,6 +111,20 @@ impl Pacer {
         self.idle_burst = idle_burst.min(self.burst);
         self.idle_time = idle_time;
         self
+    }
+
+    /// The bucket holds `burst` bytes or `burst_time` at the rate, whichever is more (zero, the
+    /// default: `burst` alone). A sender that comes late (a poller woken late) loses no more
+    /// than what it earned beyond that: with a fixed bucket, a flow whose sender comes every
+    /// `T` moves at most one bucket per `T`, whatever its rate.
+    pub fn with_burst_time(mut self, burst_time: Nanos) -> Pacer {
+        self.burst_time = burst_time;
+        self
+    }
+
+    /// The bucket's depth now: `burst`, or `burst_time` at the rate if that is more.
+    fn depth(&self) -> f64 {
+        (self.burst as f64).max(self.burst_time.as_secs_f64() * self.rate.bps() / 8.0)
     }
 
     /// Turn dither on (see the module header): `jitter` is clamped to `[0, 1]`; `seed` picks the
@@ -217,12 +234,13 @@ impl Pacer {
     fn refill(&mut self, now: Nanos, len: u64) {
         let dt = now.saturating_sub(self.last);
         self.last = self.last.max(now);
+        let full = self.depth();
         let depth = if self.waiting || self.idle_burst >= self.burst {
-            self.burst.max(len) as f64
+            full.max(len as f64)
         } else {
             // not raised to `len`: a packet above the idle bank waits, and then it fills
             let at_rate = self.idle_time.as_secs_f64() * self.rate.bps() / 8.0;
-            (self.idle_burst as f64).max(at_rate).min(self.burst as f64)
+            (self.idle_burst as f64).max(at_rate).min(full)
         };
         let cap = depth.max(self.tokens);
         self.tokens = (self.tokens + dt.as_secs_f64() * self.rate.bps() / 8.0).min(cap);
@@ -435,6 +453,47 @@ mod tests {
         );
         p.on_sent(Nanos::ZERO, 1000);
         assert_eq!(p.readiness(Nanos::ZERO, 1000), Readiness::WindowFull);
+    }
+
+    #[test]
+    fn a_fast_flow_bucket_holds_burst_time_at_its_rate() {
+        // 40 MB/s (320 Mb/s), bucket 256 KB or 20 ms at the rate (800 KB): a sender that comes
+        // 30 ms late to a waiting transfer finds 800 KB, not 256 KB.
+        let rate = Rate::from_bps_f64(320e6);
+        let mut p = Pacer::new(Nanos::ZERO, rate, 256_000, 0).with_burst_time(Nanos::from_ms(20));
+        p.apply(Nanos::ZERO, &dec(rate, None));
+        assert!(matches!(
+            p.readiness(Nanos::ZERO, 192_000),
+            Readiness::At(_)
+        ));
+        let late = Nanos::from_ms(30);
+        for _ in 0..4 {
+            assert_eq!(p.readiness(late, 192_000), Readiness::Now);
+            p.on_sent(late, 192_000);
+        }
+        assert!(matches!(p.readiness(late, 192_000), Readiness::At(_)));
+        // Without burst_time: one bucket.
+        let mut q = Pacer::new(Nanos::ZERO, rate, 256_000, 0);
+        q.apply(Nanos::ZERO, &dec(rate, None));
+        assert!(matches!(
+            q.readiness(Nanos::ZERO, 192_000),
+            Readiness::At(_)
+        ));
+        assert_eq!(q.readiness(late, 192_000), Readiness::Now);
+        q.on_sent(late, 192_000);
+        assert!(matches!(q.readiness(late, 192_000), Readiness::At(_)));
+        // A slow flow's bucket is `burst`: 20 ms at 1 MB/s is 20 KB.
+        let slow = Rate::from_bps_f64(8e6);
+        let mut r = Pacer::new(Nanos::ZERO, slow, 256_000, 0).with_burst_time(Nanos::from_ms(20));
+        r.apply(Nanos::ZERO, &dec(slow, None));
+        assert!(matches!(
+            r.readiness(Nanos::ZERO, 256_000),
+            Readiness::At(_)
+        ));
+        let t = Nanos::from_ms(10_000);
+        assert_eq!(r.readiness(t, 256_000), Readiness::Now);
+        r.on_sent(t, 256_000);
+        assert!(matches!(r.readiness(t, 1_000), Readiness::At(_)));
     }
 
     #[test]

@@ -52,6 +52,9 @@ pub struct QpConfig {
     pub idle_burst: u64,
     /// See `idle_burst`.
     pub idle_time: Nanos,
+    /// The bucket holds at least this long at the rate (see [`Pacer::with_burst_time`]; zero:
+    /// `burst` alone).
+    pub burst_time: Nanos,
     /// First probe timeout (reference: 300 us).
     pub probe_timeout: Nanos,
     /// Largest probe timeout after back-off.
@@ -96,6 +99,7 @@ impl<S: Copy + Default + std::fmt::Debug> QpController<S> {
         let seed = cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ now.0;
         let mut pacer = Pacer::new(now, cfg.line_rate, cfg.burst, cfg.initial)
             .with_idle_burst(cfg.idle_burst, cfg.idle_time)
+            .with_burst_time(cfg.burst_time)
             .with_jitter(cfg.jitter, seed);
         pacer.apply(now, &decision);
         let mut prober = if cfg.reliable {
@@ -301,6 +305,7 @@ mod tests {
             initial: 4160,
             idle_burst: 8320,
             idle_time: Nanos::ZERO,
+            burst_time: Nanos::ZERO,
             probe_timeout: Nanos::from_us(300),
             max_probe_timeout: Nanos::from_us(19_200),
             jitter: 0.0,

@@ -51,7 +51,8 @@
 //!   `rate /= 1 + g·slope` (slope clamped to [−0.5, 2]). At large fan-in a flow acts only every few
 //!   milliseconds; this lets each action remove the flow's share of the measured overload;
 //! - optional slow start (`slow_start` = 1, off by default): until the first RTT more than
-//!   `ss_margin_us` above base, multiply the rate by `1 + ss_gain` per RTT, within the
+//!   `ss_margin_us` above base (the `ss_exit_samples`-th such update in a row: a single sample
+//!   may be a host's hiccup), multiply the rate by `1 + ss_gain` per RTT, within the
 //!   application-limited cap, and keep a probe in flight while the cap does not hold the rate
 //!   (a flow held by it probes at the usual cadence: on an idle path slow start need not end).
 //!
@@ -103,9 +104,10 @@ const NP_UTIL_TH: usize = 25;
 const APP_WINDOW_US: usize = 26;
 const FILTER_US: usize = 27;
 const APP_HEADROOM: usize = 28;
+const SS_EXIT_SAMPLES: usize = 29;
 
 /// Published CTCC values (CC.md); Raidline's default overrides some of them in [`RttAimd::new`].
-static SPECS: [ParamSpec; 29] = [
+static SPECS: [ParamSpec; 30] = [
     ParamSpec {
         name: "offset_us",
         min: 0.0,
@@ -230,7 +232,7 @@ static SPECS: [ParamSpec; 29] = [
         min: 0.0,
         max: 100_000.0,
         default: 2.0,
-        doc: "slow start ends at the first RTT more than this above base, us",
+        doc: "slow start ends when ss_exit_samples updates in a row have an RTT more than this above base, us",
     },
     ParamSpec {
         name: "lin_span_us",
@@ -309,6 +311,13 @@ static SPECS: [ParamSpec; 29] = [
         default: 2.0,
         doc: "with app_window_us: an increase never takes the rate above app_headroom x what the flow sent",
     },
+    ParamSpec {
+        name: "ss_exit_samples",
+        min: 1.0,
+        max: 100.0,
+        default: 1.0,
+        doc: "slow start ends at the n-th update in a row whose RTT is more than ss_margin_us above base (1: the first)",
+    },
 ];
 
 /// Per-flow state (104 bytes).
@@ -335,6 +344,9 @@ pub struct State {
     stage: u16,
     have_prev: bool,
     ss_done: bool,
+    /// Updates in a row whose RTT was more than `ss_margin_us` above base (slow start ends
+    /// at `ss_exit_samples`).
+    ss_high: u16,
     /// Slow start's last increase was held by `app_window_us`'s cap: the flow sends less than
     /// its rate, so it waits for the probe cadence instead of keeping a probe in flight.
     ss_capped: bool,
@@ -429,7 +441,12 @@ impl RttAimd {
         }
         let rtt_p = rtt_p.max(base);
         if rtt_p - base > p.at(SS_MARGIN_US) * 1e3 {
-            s.ss_done = true;
+            s.ss_high = s.ss_high.saturating_add(1);
+            if f64::from(s.ss_high) >= p.at(SS_EXIT_SAMPLES) {
+                s.ss_done = true;
+            }
+        } else {
+            s.ss_high = 0;
         }
         let target = self.target_ns(s);
         let span = p.at(LIN_SPAN_US) * 1e3;
@@ -659,6 +676,7 @@ pub const HOST_CLOCK_OVERRIDES: &[(&str, f64)] = &[
     ("slow_start", 1.0),
     ("ss_gain", 0.25),
     ("ss_margin_us", 1000.0),
+    ("ss_exit_samples", 3.0),
     ("app_headroom", 4.0),
     ("accel_us", 200_000.0),
 ];
@@ -1066,6 +1084,33 @@ mod tests {
             close(s.rate, before * 1.25, 1e-9),
             "the CTCC step, not a doubling"
         );
+    }
+
+    #[test]
+    fn slow_start_ends_only_after_ss_exit_samples_high_updates_in_a_row() {
+        // CTCC's values with slow start (no filter): a high sample alone, as a host's hiccup
+        // gives one (the lab: a probe with nothing ahead answered in 3.6 ms against a 100 us
+        // base at the start of a job), does not end it at 3; three in a row do.
+        let mut a = RttAimd::ctcc();
+        a.params_mut().set("slow_start", 1.0).unwrap();
+        a.params_mut().set("ss_exit_samples", 3.0).unwrap();
+        let (mut s, _) = started(&a);
+        let r0 = s.rate;
+        a.on_event(&mut s, Nanos::from_us(5), rtt(5.0));
+        a.on_event(&mut s, Nanos::from_us(20), rtt(8.0));
+        a.on_event(&mut s, Nanos::from_us(30), rtt(8.0));
+        assert!(a.in_slow_start(&s), "two high updates");
+        a.on_event(&mut s, Nanos::from_us(40), rtt(5.0));
+        let grown = s.rate;
+        assert!(grown > 2.0 * r0, "{grown} from {r0}");
+        a.on_event(&mut s, Nanos::from_us(50), rtt(8.0));
+        a.on_event(&mut s, Nanos::from_us(60), rtt(8.0));
+        assert!(a.in_slow_start(&s), "the count started again");
+        a.on_event(&mut s, Nanos::from_us(70), rtt(8.0));
+        assert!(!a.in_slow_start(&s), "three in a row");
+        // The daemon's law asks for three.
+        let h = RttAimd::host_clock();
+        assert_eq!(h.params().get("ss_exit_samples").unwrap(), 3.0);
     }
 
     /// The default law with rate matching and the gradient projection off, so each step is the

@@ -324,6 +324,7 @@ impl<A: CongestionControl> Sim<A> {
             // the simulated senders' buckets are two packets deep: no idle rule
             idle_burst: burst,
             idle_time: Nanos::ZERO,
+            burst_time: Nanos::ZERO,
             probe_timeout: Nanos::from_us_f64(n.probe_timeout_us),
             max_probe_timeout: Nanos::from_us_f64(n.probe_timeout_us * 64.0),
             jitter: n.pace_jitter,

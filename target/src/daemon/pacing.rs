@@ -50,6 +50,16 @@ pub const LINE_RATE_GBPS: f64 = 100.0;
 /// under load, and a small bucket loses those tokens.
 pub const BURST_BYTES: u64 = 256 << 10;
 
+/// ...or this long at the queue pair's rate, if that is more ([`raidline_cc::pacer`]'s
+/// `burst_time`). A poller that comes late to a queue pair whose transfers wait for the bucket
+/// (woken late, or busy with the ring: tens of ms in the lab's TCG guest under load) finds at
+/// most one bucket of tokens, so with 256 KiB alone a fast queue pair moved at most 256 KiB
+/// per late visit whatever its rate: rtt-aimd at 40-55 MB/s per queue pair moved 25 MB/s of
+/// the lab's fullstripe-192k (whole-stripe host writes, one RDMA READ of 192 KiB each)
+/// against 35 MB/s unpaced. At the lab's bottleneck (1-5 MB/s per queue pair) 20 ms at the
+/// rate is under 256 KiB: the bucket there is what it was.
+pub const BURST_TIME: Nanos = Nanos::from_ms(20);
+
 /// What a queue pair with nothing waiting for the bucket may bank (two 16 KiB chunks), and
 /// what a new one starts with: the whole bucket fills only while a transfer waits for it
 /// ([`raidline_cc::pacer`]'s idle bank). Before, the lab's queue pairs, idle between connect
@@ -195,6 +205,7 @@ fn qp_config() -> QpConfig {
         initial: IDLE_BURST_BYTES,
         idle_burst: IDLE_BURST_BYTES,
         idle_time: IDLE_BANK_TIME,
+        burst_time: BURST_TIME,
         probe_timeout: PROBE_TIMEOUT,
         max_probe_timeout: Nanos::from_ms(100),
         jitter: raidline_cc::qp::DEFAULT_JITTER,

@@ -279,6 +279,11 @@ impl<F: Fabric> Poller<F> {
             } else {
                 Ok(0)
             };
+            // A paced queue's completions are timed at this poll, not when their turn comes
+            // in the batch: handling the ones before (a write task's parity, a post whose
+            // packet work rxe does in the call) took milliseconds in the lab's guests, and a
+            // probe's answer behind them read that as network delay.
+            let polled_at = (self.pace.paced > 0 && !wcs.is_empty()).then(Instant::now);
             self.phases.mark(Phase::CqPoll);
             let traced = tracing::enabled!(target: "raidline::poll", tracing::Level::TRACE);
             self.traced_poll = traced.then(Instant::now);
@@ -293,8 +298,10 @@ impl<F: Fabric> Poller<F> {
                 }
             }
             for wc in wcs.drain(..) {
+                self.wc_at = polled_at;
                 self.on_wc(wc);
             }
+            self.wc_at = None;
             self.phases.mark(Phase::OnWc);
             work += self.poll_storage(&mut done);
             work += self.events();
