@@ -455,17 +455,21 @@ mod tests {
         assert_eq!(p.readiness(Nanos::ZERO, 1000), Readiness::WindowFull);
     }
 
+    /// An empty 256 KB bucket at `bps` with `burst_time`, whose first `len`-byte packet waits
+    /// (so the whole bucket fills for it).
+    fn waiting_at(bps: f64, burst_time: Nanos, len: u64) -> Pacer {
+        let rate = Rate::from_bps_f64(bps);
+        let mut p = Pacer::new(Nanos::ZERO, rate, 256_000, 0).with_burst_time(burst_time);
+        p.apply(Nanos::ZERO, &dec(rate, None));
+        assert!(matches!(p.readiness(Nanos::ZERO, len), Readiness::At(_)));
+        p
+    }
+
     #[test]
     fn a_fast_flow_bucket_holds_burst_time_at_its_rate() {
         // 40 MB/s (320 Mb/s), bucket 256 KB or 20 ms at the rate (800 KB): a sender that comes
         // 30 ms late to a waiting transfer finds 800 KB, not 256 KB.
-        let rate = Rate::from_bps_f64(320e6);
-        let mut p = Pacer::new(Nanos::ZERO, rate, 256_000, 0).with_burst_time(Nanos::from_ms(20));
-        p.apply(Nanos::ZERO, &dec(rate, None));
-        assert!(matches!(
-            p.readiness(Nanos::ZERO, 192_000),
-            Readiness::At(_)
-        ));
+        let mut p = waiting_at(320e6, Nanos::from_ms(20), 192_000);
         let late = Nanos::from_ms(30);
         for _ in 0..4 {
             assert_eq!(p.readiness(late, 192_000), Readiness::Now);
@@ -473,23 +477,12 @@ mod tests {
         }
         assert!(matches!(p.readiness(late, 192_000), Readiness::At(_)));
         // Without burst_time: one bucket.
-        let mut q = Pacer::new(Nanos::ZERO, rate, 256_000, 0);
-        q.apply(Nanos::ZERO, &dec(rate, None));
-        assert!(matches!(
-            q.readiness(Nanos::ZERO, 192_000),
-            Readiness::At(_)
-        ));
+        let mut q = waiting_at(320e6, Nanos::ZERO, 192_000);
         assert_eq!(q.readiness(late, 192_000), Readiness::Now);
         q.on_sent(late, 192_000);
         assert!(matches!(q.readiness(late, 192_000), Readiness::At(_)));
         // A slow flow's bucket is `burst`: 20 ms at 1 MB/s is 20 KB.
-        let slow = Rate::from_bps_f64(8e6);
-        let mut r = Pacer::new(Nanos::ZERO, slow, 256_000, 0).with_burst_time(Nanos::from_ms(20));
-        r.apply(Nanos::ZERO, &dec(slow, None));
-        assert!(matches!(
-            r.readiness(Nanos::ZERO, 256_000),
-            Readiness::At(_)
-        ));
+        let mut r = waiting_at(8e6, Nanos::from_ms(20), 256_000);
         let t = Nanos::from_ms(10_000);
         assert_eq!(r.readiness(t, 256_000), Readiness::Now);
         r.on_sent(t, 256_000);

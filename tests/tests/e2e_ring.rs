@@ -144,21 +144,20 @@ fn degraded_reads_are_rebuilt_on_the_ring_without_workers() {
     assert!(errs.is_empty(), "{errs:?}");
 }
 
-/// An array of 4 file members (`name`) filled with `seed`'s pattern, served, and a host
-/// connected with 16 commands in flight per queue: (array, its bytes, network, target, host,
-/// namespace 1).
-#[allow(clippy::type_complexity)]
-fn filled_at_qd16(
-    name: &str,
-    seed: u64,
-) -> (
+/// What [`filled_at_qd16`] sets up.
+type Filled = (
     Arc<raidline_raid::Array>,
     Vec<u8>,
     raidline_fabric::mem::MemNetwork,
     raidline_target::daemon::Target,
     raidline_initiator::Controller<raidline_fabric::mem::MemFabric>,
     raidline_initiator::Namespace,
-) {
+);
+
+/// An array of 4 file members (`name`) filled with `seed`'s pattern, served, and a host
+/// connected with 16 commands in flight per queue: (array, its bytes, network, target, host,
+/// namespace 1).
+fn filled_at_qd16(name: &str, seed: u64) -> Filled {
     filled_at_qd16_paced(name, seed, None)
 }
 
@@ -167,14 +166,7 @@ fn filled_at_qd16_paced(
     name: &str,
     seed: u64,
     cc: Option<raidline_target::daemon::CcSpec>,
-) -> (
-    Arc<raidline_raid::Array>,
-    Vec<u8>,
-    raidline_fabric::mem::MemNetwork,
-    raidline_target::daemon::Target,
-    raidline_initiator::Controller<raidline_fabric::mem::MemFabric>,
-    raidline_initiator::Namespace,
-) {
+) -> Filled {
     let array = create_array(file_members(name, None));
     let data = fill(&array, seed);
     let net = raidline_fabric::mem::MemNetwork::new();

@@ -27,11 +27,12 @@
 //! A write is held only while something it waits for is sure to come: a neighbour's RDMA
 //! READ posted (its completion comes, with data or an error) or queued to be posted (behind
 //! the initiator depth or the pacer's bucket, which both release it), or the task it
-//! continues still running (its end brings the host's next command). How long that takes is the fabric's and
-//! the drives' business, so no clock ends the wait early: a 2 ms limit wrote two stripes in
-//! five of the lab's seqwrite-128k by reconstruct-write, where one RDMA READ queued behind
-//! others takes tens of milliseconds. [`HOLD_MAX`] is a guard (a task or a flush that takes
-//! that long); the poller sleeps while writes are held, until a completion or that guard.
+//! continues still running (its end brings the host's next command). How long that takes is
+//! the fabric's and the drives' business, so no clock ends the wait early: a 2 ms limit wrote
+//! two stripes in five of the lab's seqwrite-128k by reconstruct-write, where one RDMA READ
+//! queued behind others takes tens of milliseconds. [`HOLD_MAX`] is a guard (a task or a flush
+//! that takes that long); the poller sleeps while writes are held, until a completion or that
+//! guard.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -260,13 +261,12 @@ impl<F: Fabric> Poller<F> {
     ///
     /// Counted from the queue, not from the post: a paced queue pair's reads wait in its bucket,
     /// and a write held for a neighbour that was not yet "coming" went alone, by
-    /// reconstruct-write (rtt-aimd on the lab's seqwrite-128k: 1,398-1,680 stripes so per
-    /// phase, against 58-137 unpaced).
+    /// reconstruct-write (rtt-aimd on the lab's seqwrite-128k: 1,398-1,680 stripes a phase,
+    /// against 58-137 unpaced).
     pub(super) fn write_coming(&mut self, ns: usize, lba: u64, len: usize, now: Instant) {
-        let Some(array) = array_of(&self.shared.namespaces[ns].backend) else {
+        let Some(end) = self.array_end(ns, lba, len) else {
             return;
         };
-        let end = end_block(array, lba, len);
         note(&mut self.writes.coming_at, (ns, lba), now);
         note(&mut self.writes.coming_end, (ns, end), now);
         // A guard: every READ's completion forgets its write (see `write_arrived`).
@@ -280,10 +280,9 @@ impl<F: Fabric> Poller<F> {
     /// An array write's RDMA READ was posted at `now`: the [`HOLD_MAX`] guard counts from
     /// here, not from when it was queued (see [`Poller::write_coming`]).
     pub(super) fn write_fetching(&mut self, ns: usize, lba: u64, len: usize, now: Instant) {
-        let Some(array) = array_of(&self.shared.namespaces[ns].backend) else {
+        let Some(end) = self.array_end(ns, lba, len) else {
             return;
         };
-        let end = end_block(array, lba, len);
         for (map, key) in [
             (&mut self.writes.coming_at, (ns, lba)),
             (&mut self.writes.coming_end, (ns, end)),
@@ -297,12 +296,17 @@ impl<F: Fabric> Poller<F> {
     /// An array write's RDMA READ completed, with its data or an error, or was never posted
     /// (see [`Poller::write_coming`]).
     pub(super) fn write_arrived(&mut self, ns: usize, lba: u64, len: usize) {
-        let Some(array) = array_of(&self.shared.namespaces[ns].backend) else {
+        let Some(end) = self.array_end(ns, lba, len) else {
             return;
         };
-        let end = end_block(array, lba, len);
         forget(&mut self.writes.coming_at, (ns, lba));
         forget(&mut self.writes.coming_end, (ns, end));
+    }
+
+    /// The block after an array write of `len` bytes at `lba` on namespace `ns` (`None`: not
+    /// an array namespace): the other key of a write on its way.
+    fn array_end(&self, ns: usize, lba: u64, len: usize) -> Option<u64> {
+        array_of(&self.shared.namespaces[ns].backend).map(|a| end_block(a, lba, len))
     }
 
     /// A host write whose data is here: held to be gathered with its neighbours into whole
