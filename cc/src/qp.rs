@@ -256,8 +256,19 @@ impl<S: Copy + Default + std::fmt::Debug> QpController<S> {
         algo: &A,
         now: Nanos,
     ) -> Changes {
+        self.poll_timers_excused(algo, now, Nanos::ZERO)
+    }
+
+    /// [`QpController::poll_timers`] where `excused` of the outstanding probe's time is known
+    /// not to be the path's ([`Prober::poll_timeout_excused`]).
+    pub fn poll_timers_excused<A: CongestionControl<State = S>>(
+        &mut self,
+        algo: &A,
+        now: Nanos,
+        excused: Nanos,
+    ) -> Changes {
         let mut changes = Changes::default();
-        if let Some(ev) = self.prober.poll_timeout(now) {
+        if let Some(ev) = self.prober.poll_timeout_excused(now, excused) {
             changes = changes.merge(self.handle(algo, now, ev));
         }
         if self.decision.timer.is_some_and(|t| t <= now) {

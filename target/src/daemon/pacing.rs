@@ -228,6 +228,9 @@ pub(crate) struct QpPacer {
     net: NetRtt,
     /// The probe in flight and what was ahead of it.
     probe: Option<(ProbeSeq, ProbeTag)>,
+    /// The runtime's posting clock when the probe in flight was posted
+    /// ([`QpPacer::probe_sent`]).
+    probe_posting: Nanos,
     last_probe: Nanos,
     srtt: Option<Nanos>,
     last_rtt: Option<Nanos>,
@@ -252,6 +255,7 @@ impl QpPacer {
             ctl,
             net: NetRtt::new(NetRttConfig::default()),
             probe: None,
+            probe_posting: Nanos::ZERO,
             last_probe: now,
             srtt: None,
             last_rtt: None,
@@ -318,7 +322,32 @@ impl QpPacer {
     ///
     /// Each answer is traced (target `raidline::cc`, level trace: `RUST_LOG=raidline::cc=trace`)
     /// with what the law saw and did, for the lab's bottleneck runs.
+    #[cfg(test)]
     pub fn on_probe_answer(&mut self, qid: u16, now: Nanos, seq: ProbeSeq, sent: Nanos) {
+        self.on_probe_answer_local(qid, now, seq, sent, Nanos::ZERO);
+    }
+
+    /// The probe from [`QpPacer::poll_probe`] was posted; the runtime's posting clock (time
+    /// it has spent inside post calls, see `PollerPacing::posting`) read `posting` after it.
+    pub fn probe_sent(&mut self, posting: Nanos) {
+        self.probe_posting = posting;
+    }
+
+    /// The runtime's posting clock when the probe in flight was posted.
+    pub fn probe_posting(&self) -> Nanos {
+        self.probe_posting
+    }
+
+    /// [`QpPacer::on_probe_answer`] where the runtime spent `local` of the RTT inside post
+    /// calls made after the probe's ([`NetRtt::probe_answered_local`]).
+    pub fn on_probe_answer_local(
+        &mut self,
+        qid: u16,
+        now: Nanos,
+        seq: ProbeSeq,
+        sent: Nanos,
+        local: Nanos,
+    ) {
         let rtt = now.saturating_sub(sent);
         self.probes += 1;
         self.last_rtt = Some(rtt);
@@ -333,7 +362,9 @@ impl QpPacer {
             Some((s, tag)) if s == seq => {
                 // The tag's post time is the probe's: `sent` is the same stamp. A QP with a
                 // finite rate is paced: its sample keeps its raw RTT.
-                let s = self.net.probe_answered_paced(now, tag, before.is_finite());
+                let s = self
+                    .net
+                    .probe_answered_local(now, tag, before.is_finite(), local);
                 (s.drained, s.ahead, s.forced)
             }
             other => {
@@ -346,10 +377,11 @@ impl QpPacer {
         }, ());
         tracing::trace!(
             target: "raidline::cc",
-            "qid {qid} t {:.3} ms raw {:.1} us ahead {ahead} forced {forced} drained {:.1} us \
-             net {:.1} us base {:.1} us rate {:.3} -> {:.3} MB/s",
+            "qid {qid} t {:.3} ms raw {:.1} us ahead {ahead} forced {forced} local {:.1} us \
+             drained {:.1} us net {:.1} us base {:.1} us rate {:.3} -> {:.3} MB/s",
             now.0 as f64 / 1e6,
             rtt.0 as f64 / 1e3,
+            local.0 as f64 / 1e3,
             drained.0 as f64 / 1e3,
             rtt.saturating_sub(drained).0 as f64 / 1e3,
             self.net.base().map_or(f64::NAN, |b| b.0 as f64 / 1e3),
@@ -359,8 +391,21 @@ impl QpPacer {
     }
 
     /// Fires the algorithm's timer and the probe timeout when due.
+    #[cfg(test)]
     pub fn poll_timers(&mut self, now: Nanos) {
-        on_ctl!(&self.algo, &mut self.ctl, a, c => { c.poll_timers(a, now); }, ())
+        self.poll_timers_posting(now, self.probe_posting);
+    }
+
+    /// [`QpPacer::poll_timers`] with the runtime's posting clock at `posting`: the probe in
+    /// flight is not late for the time the transfers ahead of it need
+    /// ([`NetRtt::ahead_time`]) nor for the time the runtime spent posting since it went
+    /// ([`QpPacer::on_probe_answer_local`]).
+    pub fn poll_timers_posting(&mut self, now: Nanos, posting: Nanos) {
+        let paced = self.rate_bytes_per_s().is_finite();
+        let excused = self.probe.map_or(Nanos::ZERO, |(_, tag)| {
+            self.net.ahead_time(tag, paced) + posting.saturating_sub(self.probe_posting)
+        });
+        on_ctl!(&self.algo, &mut self.ctl, a, c => { c.poll_timers_excused(a, now, excused); }, ())
     }
 
     /// When [`QpPacer::poll_timers`] has something to do next.
@@ -805,6 +850,40 @@ mod tests {
         assert!((s.net_rtt_us() - 300.0).abs() < 20.0, "{}", s.net_rtt_us());
         assert_eq!(s.probes_forced.load(Ordering::Relaxed), 0);
         assert_eq!(s.probe_ahead_bytes.load(Ordering::Relaxed), 2 * len);
+    }
+
+    #[test]
+    fn the_pollers_posting_time_is_not_the_paths() {
+        // The poller's posting clock reads 1 ms when the report's probe goes; it then spends 3
+        // ms inside post calls (rxe moves a 128 KiB READ inside the call in the lab).
+        let a = spec("fixed", &[]).build().unwrap();
+        let mut p = QpPacer::new(&a, Nanos::ZERO);
+        let t = REPORT_PROBE_INTERVAL;
+        let seq = p.poll_probe(t).expect("report probe");
+        p.probe_sent(Nanos::from_ms(1));
+        assert_eq!(p.probe_posting(), Nanos::from_ms(1));
+        // At the 5 ms timeout the probe is not late: 3 ms of it were the poller's.
+        p.poll_timers_posting(t + PROBE_TIMEOUT, Nanos::from_ms(4));
+        assert_eq!(
+            p.next_timer(),
+            Some(t + Nanos::from_ms(8)),
+            "deadline moved by 3 ms"
+        );
+        let s = QueueStats::default();
+        p.publish(&s);
+        assert_eq!(s.probes_lost.load(Ordering::Relaxed), 0);
+        // Answered at 5.3 ms, 5 ms of posting since: the path is the 300 us left.
+        p.on_probe_answer_local(1, t + Nanos::from_us(5300), seq, t, Nanos::from_ms(5));
+        p.publish(&s);
+        assert!((s.raw_rtt_us() - 5300.0).abs() < 0.01, "{}", s.raw_rtt_us());
+        assert!((s.net_rtt_us() - 300.0).abs() < 0.01, "{}", s.net_rtt_us());
+        // The next probe with no posting since is late at its timeout.
+        let t = t + REPORT_PROBE_INTERVAL;
+        p.poll_probe(t).expect("report probe");
+        p.probe_sent(Nanos::from_ms(6));
+        p.poll_timers_posting(t + PROBE_TIMEOUT, Nanos::from_ms(6));
+        p.publish(&s);
+        assert_eq!(s.probes_lost.load(Ordering::Relaxed), 1);
     }
 
     #[test]

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use phases::{PassCounts, Phase};
 use raidline_cc::netrtt::Dir;
+use raidline_cc::Nanos;
 use raidline_fabric::slab::{Chain, SrqEndpoint, WrKind};
 use raidline_fabric::sys_poll::wait_ready;
 use raidline_fabric::{
@@ -159,11 +160,13 @@ pub(crate) struct Poller<F: Fabric> {
     /// With `raidline::poll` tracing on: when this pass polled its completion queue.
     traced_poll: Option<Instant>,
     /// Completions read early, after a long post while queues are paced, each with the time it
-    /// was seen ([`Poller::stamp_poll`]); handled, in order, before the queue is polled again.
-    early: Vec<(Instant, Wc)>,
+    /// was seen and the posting clock then ([`Poller::stamp_poll`]); handled, in order, before
+    /// the queue is polled again.
+    early: Vec<(Instant, Nanos, Wc)>,
     early_tmp: Vec<Wc>,
-    /// When the completion being handled was seen, if earlier than its handling.
-    wc_at: Option<Instant>,
+    /// When the completion being handled was seen, if earlier than its handling, and the
+    /// posting clock then (`PollerPacing::posting`).
+    wc_at: Option<(Instant, Nanos)>,
     /// While storage completions are handled, responses wait in `held_responses`
     /// (see [`Self::poll_storage`]).
     hold_responses: bool,
@@ -283,7 +286,8 @@ impl<F: Fabric> Poller<F> {
             // in the batch: handling the ones before (a write task's parity, a post whose
             // packet work rxe does in the call) took milliseconds in the lab's guests, and a
             // probe's answer behind them read that as network delay.
-            let polled_at = (self.pace.paced > 0 && !wcs.is_empty()).then(Instant::now);
+            let polled_at = (self.pace.paced > 0 && !wcs.is_empty())
+                .then(|| (Instant::now(), self.pace.posting()));
             self.phases.mark(Phase::CqPoll);
             let traced = tracing::enabled!(target: "raidline::poll", tracing::Level::TRACE);
             self.traced_poll = traced.then(Instant::now);
@@ -738,8 +742,8 @@ impl<F: Fabric> Poller<F> {
         }
         let mut early = std::mem::take(&mut self.early);
         let n = early.len();
-        for (t, wc) in early.drain(..) {
-            self.wc_at = Some(t);
+        for (t, posting, wc) in early.drain(..) {
+            self.wc_at = Some((t, posting));
             self.on_wc(wc);
         }
         self.wc_at = None;
@@ -763,7 +767,8 @@ impl<F: Fabric> Poller<F> {
         if let Ok(n) = self.cq.poll(&mut tmp, 64) {
             if n > 0 {
                 let t = Instant::now();
-                self.early.extend(tmp.drain(..).map(|wc| (t, wc)));
+                let posting = self.pace.posting();
+                self.early.extend(tmp.drain(..).map(|wc| (t, posting, wc)));
             }
         }
         self.early_tmp = tmp;
@@ -1134,7 +1139,10 @@ impl<F: Fabric> Poller<F> {
                 Step::Write { ns, lba, len, .. } => Some((ns, lba, len)),
                 _ => None,
             };
-            match q.ep.post_send(Wr::Read(req), &mut wr) {
+            let t0 = self.pace.post_began();
+            let posted = q.ep.post_send(Wr::Read(req), &mut wr);
+            self.pace.post_ended(t0);
+            match posted {
                 Ok(()) => {
                     q.reads_in_flight += 1;
                     self.pace_sent(q, len, Dir::In);
@@ -2017,7 +2025,10 @@ impl<F: Fabric> Poller<F> {
                 };
                 w += 1;
             }
-            match q.ep.post_send_batch(&mut chains, &mut wrs[..w]) {
+            let t0 = self.pace.post_began();
+            let posted = q.ep.post_send_batch(&mut chains, &mut wrs[..w]);
+            self.pace.post_ended(t0);
+            match posted {
                 Ok(()) => {
                     if !charged {
                         for data in &datas[..n] {

@@ -280,7 +280,10 @@ impl<F: Fabric> Poller<F> {
                 payload: Payload::Inline(payload),
                 signaled: true,
             }];
-            if let Err(rej) = q.ep.post_send(Wr::IserSend { buf: None, close }, &mut wr) {
+            let t0 = self.pace.post_began();
+            let posted = q.ep.post_send(Wr::IserSend { buf: None, close }, &mut wr);
+            self.pace.post_ended(t0);
+            if let Err(rej) = posted {
                 q.close(format!("iSCSI PDU not posted: {}", rej.error));
             }
             return;
@@ -307,7 +310,10 @@ impl<F: Fabric> Poller<F> {
             buf: Some(buf),
             close,
         };
-        if let Err(rej) = q.ep.post_send(ctx, &mut wr) {
+        let t0 = self.pace.post_began();
+        let posted = q.ep.post_send(ctx, &mut wr);
+        self.pace.post_ended(t0);
+        if let Err(rej) = posted {
             if let Wr::IserSend { buf: Some(b), .. } = rej.ctx {
                 self.pool.put(b);
             }
@@ -364,7 +370,10 @@ impl<F: Fabric> Poller<F> {
             buf: Some(buf),
             close: false,
         };
-        if let Err(rej) = q.ep.post_send(ctx, &mut wrs) {
+        let t0 = self.pace.post_began();
+        let posted = q.ep.post_send(ctx, &mut wrs);
+        self.pace.post_ended(t0);
+        if let Err(rej) = posted {
             if let Wr::IserSend { buf: Some(b), .. } = rej.ctx {
                 self.pool.put(b);
             }
@@ -669,7 +678,10 @@ impl<F: Fabric> Poller<F> {
                 signaled: true,
             },
         ];
-        match q.ep.post_send(Wr::Resp(req), &mut wrs) {
+        let t0 = self.pace.post_began();
+        let posted = q.ep.post_send(Wr::Resp(req), &mut wrs);
+        self.pace.post_ended(t0);
+        match posted {
             Ok(()) => self.pace_sent(q, len, Dir::Out),
             Err(rej) => {
                 q.close(format!("read response not posted: {}", rej.error));

@@ -73,6 +73,9 @@ pub(crate) struct PollerPacing {
     clockless: u32,
     /// Queues with a pacer.
     pub(super) paced: usize,
+    /// Time spent inside send-side post calls while a queue is paced (see
+    /// [`PollerPacing::posting`]).
+    posting: Nanos,
 }
 
 impl PollerPacing {
@@ -86,7 +89,31 @@ impl PollerPacing {
             unpublished: false,
             clockless: 0,
             paced: 0,
+            posting: Nanos::ZERO,
         }
+    }
+
+    /// Before a send-side post call: its start, when a queue is paced.
+    pub(super) fn post_began(&self) -> Option<Instant> {
+        (self.paced > 0).then(Instant::now)
+    }
+
+    /// After the post call that began at `t0` ([`PollerPacing::post_began`]).
+    pub(super) fn post_ended(&mut self, t0: Option<Instant>) {
+        if let Some(t0) = t0 {
+            self.posting = self.posting + Nanos(t0.elapsed().as_nanos() as u64);
+        }
+    }
+
+    /// The time this poller has spent inside send-side post calls (while a queue was paced).
+    /// rxe runs a user queue pair's packet work inside the call, and over its loopback the
+    /// peer's too: in the lab's one guest, posting a 128 KiB RDMA READ returns after the whole
+    /// read response was built and taken in (3.0-3.5 ms). A probe's answer that arrives
+    /// meanwhile is seen only after the call, so the time spent posting between a probe's post
+    /// and the poll that saw its answer is the poller's own, not the path's
+    /// ([`raidline_cc::netrtt::NetRtt::probe_answered_local`]).
+    pub(super) fn posting(&self) -> Nanos {
+        self.posting
     }
 
     /// The clock now (a fresh read: for the pacer's own decisions and probe stamps).
@@ -186,7 +213,13 @@ impl<F: Fabric> Poller<F> {
     /// ([`Poller::stamp_poll`]), else now.
     fn wc_now(&self) -> Nanos {
         self.wc_at
-            .map_or_else(|| self.pace.now(), |t| self.pace.at(t))
+            .map_or_else(|| self.pace.now(), |(t, _)| self.pace.at(t))
+    }
+
+    /// The posting clock when the completion being handled was seen.
+    fn wc_posting(&self) -> Nanos {
+        self.wc_at
+            .map_or_else(|| self.pace.posting(), |(_, posting)| posting)
     }
 
     fn note_due(&mut self, t: Nanos) {
@@ -307,7 +340,10 @@ impl<F: Fabric> Poller<F> {
             payload: Payload::Sges(&sges),
             signaled: true,
         }];
-        match q.ep.post_send(Wr::Chunk, &mut wr) {
+        let t0 = self.pace.post_began();
+        let posted = q.ep.post_send(Wr::Chunk, &mut wr);
+        self.pace.post_ended(t0);
+        match posted {
             Ok(()) => {
                 req.chunked += PACE_CHUNK as usize;
                 q.pacing.chunks += 1;
@@ -385,7 +421,8 @@ impl<F: Fabric> Poller<F> {
     pub(super) fn probe_answered(&mut self, q: &mut Queue<F>, seq: ProbeSeq, sent_ns: u64) {
         if let Some(p) = q.pacing.pacer.as_mut() {
             let now = self.wc_now();
-            p.on_probe_answer(q.setup.qid, now, seq, Nanos(sent_ns));
+            let local = self.wc_posting().saturating_sub(p.probe_posting());
+            p.on_probe_answer_local(q.setup.qid, now, seq, Nanos(sent_ns), local);
             q.pacing.wake_at(now);
             self.note_due(now);
         }
@@ -463,7 +500,7 @@ impl<F: Fabric> Poller<F> {
         let Some(p) = q.pacing.pacer.as_mut() else {
             return 0;
         };
-        p.poll_timers(now);
+        p.poll_timers_posting(now, self.pace.posting());
         // The probe goes ahead of the transfers released below, not behind them: its RTT
         // then carries none of their drain time ([`raidline_cc::netrtt`]).
         self.send_probe(q);
@@ -520,13 +557,21 @@ impl<F: Fabric> Poller<F> {
             payload: Payload::Sges(&[]),
             signaled: true,
         }];
-        if let Err(rej) = q.ep.post_send(
+        // The probe's own post is not counted as posting time: on rxe's loopback its whole
+        // round trip runs inside it.
+        let posted = q.ep.post_send(
             Wr::Probe {
                 seq,
                 sent_ns: now.0,
             },
             &mut wr,
-        ) {
+        );
+        if posted.is_ok() {
+            if let Some(p) = q.pacing.pacer.as_mut() {
+                p.probe_sent(self.pace.posting());
+            }
+        }
+        if let Err(rej) = posted {
             tracing::debug!(
                 "controller {} queue {}: probe not posted: {}",
                 q.cntlid,
