@@ -419,8 +419,8 @@ pub struct IscsiLun {
 }
 
 /// Congestion control settings, validated when the configuration loads: the algorithm is one of
-/// `rtt-aimd`, `ctcc`, `swift`, `timely`, `dcqcn`, `fixed`, or `off` (no pacing, the default
-/// when `[cc]` names none), and every parameter exists for it and lies in its range.
+/// `rtt-aimd` (the default when `[cc]` names none), `ctcc`, `swift`, `timely`, `dcqcn`, `fixed`,
+/// or `off` (no pacing), and every parameter exists for it and lies in its range.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CcConfig {
     /// Algorithm name (`off`: no pacing).
@@ -1264,7 +1264,7 @@ fn transport_limits(cx: &Ctx<'_>, t: &RawTransport) -> Result<Limits, ConfigErro
 
 fn cc_config(cx: &Ctx<'_>, c: &RawCc) -> Result<CcConfig, ConfigError> {
     let algorithm = c.algorithm.as_ref().map_or_else(
-        || crate::daemon::pacing::PACING_OFF.to_owned(),
+        || crate::daemon::pacing::DEFAULT_ALGORITHM.to_owned(),
         |a| a.get_ref().clone(),
     );
     // The algorithm is checked at its line, and each parameter at its own.

@@ -18,7 +18,7 @@ fn example_config_parses() {
         Backing::Array("array0".into())
     );
     assert_eq!(c.limits, Limits::default());
-    assert_eq!(c.cc.algorithm, "off");
+    assert_eq!(c.cc.algorithm, "rtt-aimd");
     assert_eq!(c.metrics, Some("127.0.0.1:9420".parse().unwrap()));
 }
 
@@ -115,7 +115,10 @@ fn file_namespace_and_host_list() {
 
 #[test]
 fn cc_algorithm_and_params_are_checked_at_load() {
-    assert_eq!(Config::parse("", "x").unwrap().cc.algorithm, "off");
+    // Pacing is on by default (issue 17 item 2); `off` must be asked for.
+    assert_eq!(Config::parse("", "x").unwrap().cc.algorithm, "rtt-aimd");
+    let c = Config::parse("[cc]\nalgorithm = \"off\"\n", "x").unwrap();
+    assert_eq!(c.cc.algorithm, "off");
     let c = Config::parse(
         "[cc]\nalgorithm = \"fixed\"\n[cc.params]\nrate_mbps = 8000\n",
         "x",
