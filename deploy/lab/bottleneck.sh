@@ -279,7 +279,7 @@ for name in names:
         # "retransmits ~ 0": nothing lost (no gap at the host, no sequence error, no tbf drop),
         # and at most 3 retries a phase by rxe's retransmit timer, which is never cancelled and
         # so fires one ACK timeout after it was armed whether anything was lost or not
-        # (README); a phase sends about 190,000 packets.
+        # (README); a phase sends about 95,000 packets.
         f"retransmits ~ 0: {a['retr']} timer retries (<= 3 a phase), no loss":
             a["oos"] == 0 and a["seq"] == 0 and a["drop"] == 0 and a["retr"] <= 3 * a["n"],
         f"ping p99 {a['p99']:.1f} ms below off's {off['p99']:.1f}": a["p99"] < off["p99"],
