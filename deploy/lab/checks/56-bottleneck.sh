@@ -8,7 +8,7 @@
 # default: the lab's figures are ratios in the same guests). Passes when, over the rounds, off's
 # queue fills (ping p50 >= 10x unloaded) and the default law holds throughput >= 0.9x off,
 # Jain >= 0.9, no loss and at most 3 of rxe's timer retries a phase, the queue's median within
-# twice its target, and p99 below off's; prints the off/on table with rxe's retransmit and
+# 3x its target, and p99 below off's; prints the off/on table with rxe's retransmit and
 # sequence-error counters. The steps are deploy/lab/bottleneck.sh (also runnable alone, with
 # other laws and parameters).
 set -euo pipefail
