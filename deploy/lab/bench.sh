@@ -10,8 +10,8 @@
 #   - raidline (one poller, `io_path` from --io-paths; each listed path is its own phase; a path
 #     is written PATH[:MODE][+ALGO], e.g. `ring:event` for poll_mode "event" or `ring+rtt-aimd`
 #     for every I/O queue pair paced by rtt-aimd with its defaults, `ring+fixed,rate_mbps=10000`
-#     with parameters, `ring+off` without pacing; a path without +ALGO runs the daemon's default
-#     law, rtt-aimd since issue 17, `off` for a --compare revision from before) serving
+#     with parameters, `ring+off` without pacing; a path without +ALGO runs the daemon's default,
+#     `off`) serving
 #     RAID-5 over the drives (re-created, assume_clean) and a brd RAM disk (/dev/ram0) as a file
 #     namespace;
 #   - nvmet-rdma over md RAID-5 (internal bitmap, --assume-clean) on the same drives, and over

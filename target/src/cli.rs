@@ -1309,7 +1309,7 @@ mod tests {
             "  management socket: /run/raidline/raidline.sock\n",
             "  state directory: /var/lib/raidline (remembered members)\n",
             "  metrics: http://127.0.0.1:9420/metrics\n",
-            "  congestion control: rtt-aimd\n",
+            "  congestion control: off (no pacing)\n",
             "  array array0: RAID-5 over 4 members, 0 spares, chunk 64 KiB, parity cpu, rebuild 200 MB/s, write hole: degraded\n",
             "    member /dev/nvme3n1\n",
             "  subsystem nqn.2026-11.io.raidline:array0: model \"Raidline RAID-5\", serial derived from the array, 1 allowed host(s)\n",

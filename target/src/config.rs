@@ -419,8 +419,8 @@ pub struct IscsiLun {
 }
 
 /// Congestion control settings, validated when the configuration loads: the algorithm is one of
-/// `rtt-aimd` (the default when `[cc]` names none), `ctcc`, `swift`, `timely`, `dcqcn`, `fixed`,
-/// or `off` (no pacing), and every parameter exists for it and lies in its range.
+/// `rtt-aimd`, `ctcc`, `swift`, `timely`, `dcqcn`, `fixed`, or `off` (no pacing, the default
+/// when `[cc]` names none), and every parameter exists for it and lies in its range.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CcConfig {
     /// Algorithm name (`off`: no pacing).

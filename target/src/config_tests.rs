@@ -18,7 +18,7 @@ fn example_config_parses() {
         Backing::Array("array0".into())
     );
     assert_eq!(c.limits, Limits::default());
-    assert_eq!(c.cc.algorithm, "rtt-aimd");
+    assert_eq!(c.cc.algorithm, "off");
     assert_eq!(c.metrics, Some("127.0.0.1:9420".parse().unwrap()));
 }
 
@@ -115,8 +115,11 @@ fn file_namespace_and_host_list() {
 
 #[test]
 fn cc_algorithm_and_params_are_checked_at_load() {
-    // Pacing is on by default (issue 17 item 2); `off` must be asked for.
-    assert_eq!(Config::parse("", "x").unwrap().cc.algorithm, "rtt-aimd");
+    // Pacing is off unless asked for (README: rtt-aimd's uncongested cost is not yet within
+    // issue 17's 5 % in every run); naming `off` is the same.
+    assert_eq!(Config::parse("", "x").unwrap().cc.algorithm, "off");
+    let c = Config::parse("[cc]\nalgorithm = \"rtt-aimd\"\n", "x").unwrap();
+    assert_eq!(c.cc.algorithm, "rtt-aimd");
     let c = Config::parse("[cc]\nalgorithm = \"off\"\n", "x").unwrap();
     assert_eq!(c.cc.algorithm, "off");
     let c = Config::parse(
