@@ -5,7 +5,6 @@
 //! waits for (no deadlock, whatever the order). Guards release on drop, and wake waiters only
 //! when there are any (a condition variable's wake-up is a system call even with no waiter).
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 
@@ -14,7 +13,7 @@ use crate::geometry::StripeIdx;
 /// Held stripes, and how many callers wait for some.
 #[derive(Debug, Default)]
 struct Held {
-    stripes: HashSet<u64>,
+    stripes: rustc_hash::FxHashSet<u64>,
     waiters: usize,
 }
 

@@ -246,8 +246,8 @@ pub struct OwnedRing {
     regions: Vec<(usize, usize)>,
     arenas: Vec<Arc<BufferArena>>,
     eventfd: nix::sys::eventfd::EventFd,
-    fixed_ops: u64,
-    plain_ops: u64,
+    /// Read and write operations issued: (fixed, plain).
+    rw_ops: (u64, u64),
     /// Reaped completions (kept to spare an allocation per pass).
     cqes: Vec<(u64, i32)>,
     /// Completions run as deferred task work (see [`OwnedRing::new`]).
@@ -265,8 +265,7 @@ impl std::fmt::Debug for OwnedRing {
         f.debug_struct("OwnedRing")
             .field("in_flight", &self.in_flight())
             .field("submitted", &self.submitted)
-            .field("fixed_ops", &self.fixed_ops)
-            .field("plain_ops", &self.plain_ops)
+            .field("rw_ops", &self.rw_ops)
             .finish()
     }
 }
@@ -314,8 +313,7 @@ impl OwnedRing {
             regions: Vec::new(),
             arenas: Vec::new(),
             eventfd,
-            fixed_ops: 0,
-            plain_ops: 0,
+            rw_ops: (0, 0),
             cqes: Vec::with_capacity(64),
             deferred,
             disabled: deferred,
@@ -382,7 +380,7 @@ impl OwnedRing {
 
     /// (fixed, plain) read and write operations issued so far.
     pub fn op_counts(&self) -> (u64, u64) {
-        (self.fixed_ops, self.plain_ops)
+        self.rw_ops
     }
 
     /// (flush operations requested, flushes issued to the kernel) so far: the difference is
@@ -464,7 +462,7 @@ impl OwnedRing {
             if flight.req.segs[i].kind == RingOpKind::Flush {
                 self.join_flush(flight.segs[i].fd, slot, i);
             } else {
-                let e = self.entry(&mut flight, slot, i);
+                let e = Self::entry(&mut self.rw_ops, &mut flight, slot, i);
                 self.backlog.push_back(e);
             }
         }
@@ -489,8 +487,9 @@ impl OwnedRing {
         }
     }
 
-    /// The SQE for what remains of operation `i` of `flight` (in slot `slot`).
-    fn entry(&mut self, flight: &mut Flight, slot: usize, i: usize) -> squeue::Entry {
+    /// The SQE for what remains of operation `i` of `flight` (in slot `slot`), counted in
+    /// `ops` (fixed, plain) when it reads or writes.
+    fn entry(ops: &mut (u64, u64), flight: &mut Flight, slot: usize, i: usize) -> squeue::Entry {
         let user = ((slot as u64) << SEG_BITS) | i as u64;
         let st = &flight.segs[i];
         let seg = &flight.req.segs[i];
@@ -513,23 +512,23 @@ impl OwnedRing {
                 let len = (seg.range.len() - st.done) as u32;
                 match (kind, st.fixed) {
                     (RingOpKind::Read, Some(idx)) => {
-                        self.fixed_ops += 1;
+                        ops.0 += 1;
                         opcode::ReadFixed::new(fd, ptr, len, idx)
                             .offset(off)
                             .build()
                     }
                     (RingOpKind::Read, None) => {
-                        self.plain_ops += 1;
+                        ops.1 += 1;
                         opcode::Read::new(fd, ptr, len).offset(off).build()
                     }
                     (_, Some(idx)) => {
-                        self.fixed_ops += 1;
+                        ops.0 += 1;
                         opcode::WriteFixed::new(fd, ptr, len, idx)
                             .offset(off)
                             .build()
                     }
                     (_, None) => {
-                        self.plain_ops += 1;
+                        ops.1 += 1;
                         opcode::Write::new(fd, ptr, len).offset(off).build()
                     }
                 }
@@ -659,7 +658,9 @@ impl OwnedRing {
         out: &mut Vec<RingCompletion>,
         finished: &mut usize,
     ) {
-        let Some(mut flight) = self.flights.get_mut(slot).and_then(Option::take) else {
+        // The flight stays in its slot (it is large: no move out and back per operation);
+        // it leaves when its last operation completed.
+        let Some(flight) = self.flights.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
         // (A shared flush retries itself: `flush_done`.)
@@ -694,11 +695,15 @@ impl OwnedRing {
                 retry = true;
             }
         }
+        let left = flight.left;
         if retry {
-            let e = self.entry(&mut flight, slot, i);
+            let e = Self::entry(&mut self.rw_ops, flight, slot, i);
             self.backlog.push_back(e);
         }
-        if flight.left == 0 {
+        if left == 0 {
+            let Some(flight) = self.flights[slot].take() else {
+                return;
+            };
             *finished += 1;
             self.free.push(slot);
             out.push(RingCompletion {
@@ -709,8 +714,6 @@ impl OwnedRing {
                 segs: flight.req.segs,
                 result: flight.error.map_or(Ok(()), Err),
             });
-        } else {
-            self.flights[slot] = Some(flight);
         }
     }
 }

@@ -582,32 +582,36 @@ impl<F: Fabric> Poller<F> {
     #[allow(clippy::result_large_err)]
     pub(super) fn on_write_task(&mut self, c: RingCompletion) -> Result<(), RingCompletion> {
         let shared = &self.shared;
-        let Some(mut run) = self.writes.running.remove(&c.tag) else {
+        // The task stays in its entry while it runs (a task is large: moving it out and back
+        // per completion cost more than the rest of the step); it leaves when it ends.
+        let Some(run) = self.writes.running.get_mut(&c.tag) else {
             return Err(c);
         };
         // An array does not leave its namespace while the daemon runs.
         let Some(array) = array_of(&shared.namespaces[run.ns].backend) else {
             unreachable!("a write task's namespace serves its array")
         };
+        let tag = run.first.0;
         match run.task.complete(array, c) {
             WriteNext::Submit(rr) => {
                 let Some(ring) = self.ring.as_mut() else {
                     unreachable!("a task completed on a ring")
                 };
-                match ring.submit(rr) {
-                    Ok(()) => {
-                        self.writes.running.insert(run.first.0, run);
-                    }
-                    Err((rr, e)) => {
-                        tracing::debug!("poller {}: ring refused a write's batch: {e}", self.id);
-                        let (buf, more) = run.task.abort(array, rr);
-                        self.redo_run(run.ns, run.first, buf, run.more, more, false);
-                    }
+                if let Err((rr, e)) = ring.submit(rr) {
+                    tracing::debug!("poller {}: ring refused a write's batch: {e}", self.id);
+                    let Some(run) = self.writes.running.remove(&tag) else {
+                        unreachable!("the task is in its entry")
+                    };
+                    let (buf, more) = run.task.abort(array, rr);
+                    self.redo_run(run.ns, run.first, buf, run.more, more, false);
                 }
             }
             WriteNext::Done(buf, more) => {
+                let Some(run) = self.writes.running.remove(&tag) else {
+                    unreachable!("the task is in its entry")
+                };
                 self.on_storage(Done {
-                    tag: run.first.0,
+                    tag,
                     buf,
                     result: Ok(()),
                 });
@@ -620,6 +624,9 @@ impl<F: Fabric> Poller<F> {
                 }
             }
             WriteNext::Redo { buf, more, torn } => {
+                let Some(run) = self.writes.running.remove(&tag) else {
+                    unreachable!("the task is in its entry")
+                };
                 self.redo_run(run.ns, run.first, buf, run.more, more, torn)
             }
         }
