@@ -142,8 +142,11 @@ threads_cpu > "$out/threads-before.txt"
 threads_switches > "$out/switches-before.txt"
 metrics_snap > "$out/metrics-before.txt"
 cp /proc/diskstats "$out/diskstats-before.txt"
+cp /proc/interrupts "$out/interrupts-before.txt"
+grep '^cpu[0-9]' /proc/stat > "$out/cpus-before.txt"
 a=$(head -n 1 /proc/stat)
 t0=$(date +%s%N)
+echo "PROFILE-WINDOW start $(date +%s.%N)" >&2
 # shellcheck disable=SC2086
 "${fio_pin[@]}" fio --name="$job" --filename="$dev" --ioengine=libaio --direct=1 --size=384m --time_based \
   --ramp_time=2 --runtime="$runtime" --randrepeat=0 $fio_args --eta=never \
@@ -167,7 +170,10 @@ fi
 wait "$fio_pid" || lab_fail "fio $job"
 b=$(head -n 1 /proc/stat)
 t1=$(date +%s%N)
+echo "PROFILE-WINDOW end $(date +%s.%N)" >&2
 cp /proc/diskstats "$out/diskstats-after.txt"
+cp /proc/interrupts "$out/interrupts-after.txt"
+grep '^cpu[0-9]' /proc/stat > "$out/cpus-after.txt"
 threads_cpu > "$out/threads-after.txt"
 guest_threads > "$out/guest-after.txt"
 threads_switches > "$out/switches-after.txt"
@@ -221,6 +227,23 @@ join "$out/guest-before.txt" "$out/guest-after.txt" |
   sort -k3 -n -r | head -n 20 >&2
 echo "== disks (per host I/O; latency; mean in flight)" >&2
 cat "$out/disks.txt" >&2
+# Where the interrupts land: per source and CPU over the job, per host I/O (the sources with
+# at least 0.01 an I/O), and each CPU's time by kind (user, system, hard and soft interrupts,
+# idle) in ms, from /proc/stat.
+echo "== interrupts per host I/O, by CPU" >&2
+ncpu=$(grep -c '^cpu[0-9]' /proc/stat)
+join <(awk -v n="$ncpu" 'NR > 1 { k = $1; l = k; for (i = 2; i <= n + 1; i++) l = l " " $i
+        d = ""; for (i = n + 2; i <= NF; i++) d = d $i "_"; print l, d }' "$out/interrupts-before.txt" | sort) \
+     <(awk -v n="$ncpu" 'NR > 1 { k = $1; l = k; for (i = 2; i <= n + 1; i++) l = l " " $i; print l }' \
+        "$out/interrupts-after.txt" | sort) |
+  awk -v n="$ncpu" -v ios="$ios_total" '{ line = sprintf("%-6s", $1); s = 0
+      for (c = 0; c < n; c++) { d = $(n + 3 + c) - $(2 + c); s += d; line = line sprintf("  cpu%d %7.3f", c, d / ios) }
+      if (s / ios >= 0.01) print line "  " $(n + 2) }' | tee "$out/interrupts.txt" >&2
+echo "== CPU time by kind over the job (ms): user nice system idle iowait irq softirq" >&2
+join "$out/cpus-before.txt" "$out/cpus-after.txt" |
+  awk -v hz="$(getconf CLK_TCK)" '{ n = (NF - 1) / 2; line = $1
+      for (i = 2; i <= 8; i++) line = line sprintf(" %7.0f", ($(i + n) - $i) * 1000 / hz); print line }' |
+  tee "$out/cpus.txt" >&2
 if [ "$tool" = strace ]; then
   cat "$out/strace.txt" >&2
 elif [ "$tool" = none ]; then

@@ -20,9 +20,11 @@
 //! recorded in the partial-parity log (`write_hole = "degraded"`, the default).
 //!
 //! Usage: `cargo bench -p raidline-target --bench array_qd --no-default-features -- [--secs S]
-//! [--runs N] [--dir PATH] [--scale] [--degraded]` (PATH: where the member files go, default
-//! /var/tmp; it must be a filesystem with O_DIRECT, not tmpfs). Every I/O is checked: an error
-//! fails the bench.
+//! [--runs N] [--dir PATH] [--scale] [--degraded] [--only ring|workers] [--job
+//! randread|randwrite]` (PATH: where the member files go, default /var/tmp; it must be a
+//! filesystem with O_DIRECT, not tmpfs). `--only` and `--job` keep some rows, for a profiler's
+//! run (`valgrind --tool=callgrind --separate-threads=yes`: instructions per I/O on the
+//! poller). Every I/O is checked: an error fails the bench.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -112,6 +114,10 @@ struct Opts {
     dir: PathBuf,
     scale: bool,
     degraded: bool,
+    /// `--only PATH`: only the variants on this `io_path` (for a profiler's run).
+    only: Option<String>,
+    /// `--job randread|randwrite`: only that row (for a profiler's run).
+    job: Option<String>,
 }
 
 fn parse_args() -> BenchResult<Opts> {
@@ -121,6 +127,8 @@ fn parse_args() -> BenchResult<Opts> {
         dir: PathBuf::from("/var/tmp"),
         scale: false,
         degraded: false,
+        only: None,
+        job: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -131,6 +139,11 @@ fn parse_args() -> BenchResult<Opts> {
             "--dir" => o.dir = PathBuf::from(val()?),
             "--scale" => o.scale = true,
             "--degraded" => o.degraded = true,
+            "--only" => o.only = Some(val()?),
+            "--job" => match val()?.as_str() {
+                j @ ("randread" | "randwrite") => o.job = Some(j.to_string()),
+                j => return Err(format!("--job {j}: randread or randwrite").into()),
+            },
             // cargo bench passes --bench; nothing else is expected.
             "--bench" => {}
             other => return Err(format!("unknown argument {other}").into()),
@@ -260,7 +273,15 @@ fn main() -> BenchResult<()> {
     blank()?;
     let net = MemNetwork::new();
     // results[variant][read?] = runs of (IOPS, p99)
-    let variants: &[Variant] = if o.scale { &SCALE } else { &VARIANTS };
+    let all: &[Variant] = if o.scale { &SCALE } else { &VARIANTS };
+    let variants: Vec<Variant> = all
+        .iter()
+        .filter(|v| o.only.as_deref().map_or(true, |p| v.io_path == p))
+        .copied()
+        .collect();
+    if variants.is_empty() {
+        return Err("--only: no variant on that io_path".into());
+    }
     let mut results = vec![[Vec::new(), Vec::new()]; variants.len()];
     let mut port = 4420u16;
     for run in 0..o.runs {
@@ -277,6 +298,10 @@ fn main() -> BenchResult<()> {
             }
             let target = Target::start(net.device(&format!("t{port}")), spec)?;
             for read in [true, false] {
+                let job = if read { "randread" } else { "randwrite" };
+                if o.job.as_deref().is_some_and(|j| j != job) {
+                    continue;
+                }
                 let r = run_row(&net, &target, read, o.secs, v.queues)?;
                 println!(
                     "run {} {:24} {:9} {:8.0} IOPS  p99 {:8.0} us",
@@ -310,6 +335,9 @@ fn main() -> BenchResult<()> {
     );
     println!("| --- |{} ---: | ---: |", " ---: |".repeat(variants.len()));
     for (k, job) in ["randread-4k", "randwrite-4k"].iter().enumerate() {
+        if results.iter().any(|r| r[k].is_empty()) {
+            continue;
+        }
         let iops = |wi: usize| median(results[wi][k].iter().map(|r| r.0).collect());
         let p99 = |wi: usize| median(results[wi][k].iter().map(|r| r.1).collect());
         let all: Vec<String> = (0..variants.len())
