@@ -452,34 +452,50 @@ impl OwnedRing {
             }
         };
         let n = req.segs.len();
-        let mut flight = Flight {
+        // Built in its slot, where it stays until its last operation completed (a flight is
+        // large: no further move).
+        let flight = self.flights[slot].insert(Flight {
             req,
             segs: states,
             left: n,
             error: None,
-        };
+        });
         for i in 0..n {
             if flight.req.segs[i].kind == RingOpKind::Flush {
-                self.join_flush(flight.segs[i].fd, slot, i);
+                let fd = flight.segs[i].fd;
+                Self::join_flush(
+                    &mut self.flushes,
+                    &mut self.flush_ops,
+                    &mut self.backlog,
+                    fd,
+                    slot,
+                    i,
+                );
             } else {
-                let e = Self::entry(&mut self.rw_ops, &mut flight, slot, i);
+                let e = Self::entry(&mut self.rw_ops, flight, slot, i);
                 self.backlog.push_back(e);
             }
         }
-        self.flights[slot] = Some(flight);
         Ok(())
     }
 
     /// Flush operation `i` of the flight in `slot` goes with its member's next flush that
     /// has not reached the kernel (see the module documentation).
-    fn join_flush(&mut self, fd: RawFd, slot: usize, i: usize) {
-        self.flush_ops.0 += 1;
-        let f = self.flushes.entry(fd).or_default();
+    fn join_flush(
+        flushes: &mut HashMap<RawFd, SharedFlush>,
+        flush_ops: &mut (u64, u64),
+        backlog: &mut VecDeque<squeue::Entry>,
+        fd: RawFd,
+        slot: usize,
+        i: usize,
+    ) {
+        flush_ops.0 += 1;
+        let f = flushes.entry(fd).or_default();
         if f.current.is_empty() {
             f.started = false;
             f.current.push((slot, i));
-            self.flush_ops.1 += 1;
-            self.backlog.push_back(flush_entry(fd));
+            flush_ops.1 += 1;
+            backlog.push_back(flush_entry(fd));
         } else if !f.started {
             f.current.push((slot, i));
         } else {
