@@ -3,7 +3,8 @@
 # a soft-RoCE guest, with `perf record -a -g` over the whole guest while it runs.
 #
 #   deploy/lab/profile.sh [--job JOB] [--target raidline|kernel] [--io-path ring|workers]
-#                         [--cores N] [--runtime SECS] [--tool perf|strace|none] [--results DIR]
+#                         [--cores N] [--runtime SECS] [--tool perf|strace|callgrind|none]
+#                         [--results DIR] [--bin PATH]
 #                         [--pin "FIO_CPUS TARGET_CPUS"]
 #
 # JOB: one of bench.sh's jobs (randread-4k, randwrite-4k, seqwrite-128k, seqread-128k,
@@ -14,10 +15,16 @@
 # guest's CPU busy % over the job; for raidline, CPU time per thread from /proc (schedstat).
 # `--tool strace` counts raidline's system calls per thread instead (`strace -c -f`; it slows
 # the daemon, so its IOPS are not comparable): what each I/O costs in calls and wake-ups.
-# `--tool none` runs no profiler. `--pin "0 1"` runs fio on CPU 0 and raidline's threads on
+# `--tool none` runs no profiler. `--tool callgrind` runs raidline under valgrind's callgrind
+# (one file per thread): instructions per host I/O on the poller thread by function and by
+# object (raidline, rdma-core's provider, libc, ...), exact where TCG's sampling is not; the
+# daemon runs some hundred times slower, so its IOPS mean nothing, only the counts per I/O. `--pin "0 1"` runs fio on CPU 0 and raidline's threads on
 # CPU 1 (taskset). Every run also reports, per block device, the operations
 # over the job from /proc/diskstats (`disks.txt`): reads, writes and flushes per host I/O,
 # their mean latency and the mean number in flight (what the drives saw, whoever drove them).
+# `--bin PATH`: profile that raidline binary (for example a worktree's build at an earlier
+# commit, `bench.sh --compare` leaves one in build/bench/target/release/) instead of building
+# build/release/raidline.
 # Under TCG perf samples the guest's clock: read its shares as rough, and prefer the thread
 # CPU times and call counts for comparisons.
 set -euo pipefail
@@ -26,22 +33,25 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 
 if [ "${LAB_ROLE:-}" = "" ]; then
-  job=randwrite-4k target=raidline io_path=ring cores=1 runtime=20 results="" tool=perf pin=""
+  job=randwrite-4k target=raidline io_path=ring cores=1 runtime=20 results="" tool=perf pin="" bin=""
   while [ $# -gt 0 ]; do
     [ $# -ge 2 ] || { echo "profile.sh: $1 needs a value" >&2; exit 2; }
     case "$1" in
       --job) job=$2 ;; --target) target=$2 ;; --io-path) io_path=$2 ;; --cores) cores=$2 ;;
       --runtime) runtime=$2 ;; --results) results=$2 ;; --tool) tool=$2 ;; --pin) pin=$2 ;;
-      *) echo "usage: profile.sh [--job JOB] [--target raidline|kernel] [--io-path ring|workers] [--cores N] [--runtime SECS] [--tool perf|strace|none] [--results DIR]" >&2; exit 2 ;;
+      --bin) bin=$(realpath "$2") ;;
+      *) echo "usage: profile.sh [--job JOB] [--target raidline|kernel] [--io-path ring|workers] [--cores N] [--runtime SECS] [--tool perf|strace|callgrind|none] [--results DIR] [--bin PATH]" >&2; exit 2 ;;
     esac
     shift 2
   done
   cd "$root"
-  cargo build --release --locked -p raidline-target --bin raidline
-  args=(--drives 4 --drive-size 2G --mem 3072 --timeout $((runtime * 3 + 600))
+  [ -n "$bin" ] || cargo build --release --locked -p raidline-target --bin raidline
+  # Under valgrind the daemon starts and stops in minutes, not seconds.
+  extra=0; [ "$tool" != callgrind ] || extra=1800
+  args=(--drives 4 --drive-size 2G --mem 3072 --timeout $((runtime * 3 + 600 + extra))
         --env "PROF_JOB=$job" --env "PROF_TARGET=$target" --env "PROF_IO_PATH=$io_path"
         --env "PROF_CORES=$cores" --env "FIO_RUNTIME=$runtime" --env "PROF_TOOL=$tool"
-        --env "PROF_PIN=$pin")
+        --env "PROF_PIN=$pin" --env "PROF_BIN=$bin")
   [ -z "$results" ] || args+=(--results "$results")
   exec "$here/run" "${args[@]}" -- "$here/profile.sh"
 fi
@@ -61,7 +71,11 @@ lab_nvme_timeouts 30
 lab_hostnqn
 lab_rxe_up eth0
 tool=${PROF_TOOL:-perf}
-[ "$tool" = none ] || command -v "${tool%-poller}" > /dev/null || lab_fail "$tool is not installed on the host (apt-get install linux-perf strace)"
+case "$tool" in
+  none) ;;
+  callgrind) command -v valgrind > /dev/null || lab_fail "valgrind is not installed on the host (apt-get install valgrind)" ;;
+  *) command -v "${tool%-poller}" > /dev/null || lab_fail "$tool is not installed on the host (apt-get install linux-perf strace)" ;;
+esac
 # Kernel symbols and call graphs of every process.
 echo -1 > /proc/sys/kernel/perf_event_paranoid
 echo 0 > /proc/sys/kernel/kptr_restrict
@@ -80,8 +94,22 @@ if [ "$target" = raidline ]; then
   # The poller's own account of its time by phase, logged when it stops (a clock read per
   # phase: negligible next to a pass's cost here).
   export RAIDLINE_POLLER_PHASES=1
+  bin=()
+  root_bin=${PROF_BIN:-$(cd "$LAB_DIR/../.." && pwd)/build/release/raidline}
+  [ -n "${PROF_BIN:-}" ] && [ "$tool" != callgrind ] && bin=(--bin "$root_bin")
+  if [ "$tool" = callgrind ]; then
+    # `raidline run` under callgrind, one output file per thread; its other commands as they are.
+    cat > "$out/raidline-callgrind" <<EOS
+#!/bin/sh
+[ "\$1" = run ] || exec "$root_bin" "\$@"
+exec valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$out/callgrind.out" "$root_bin" "\$@"
+EOS
+    chmod +x "$out/raidline-callgrind"
+    bin=(--bin "$out/raidline-callgrind")
+    export RAIDLINE_LAB_READY_S=900
+  fi
   "$LAB_DIR/raidline.sh" start --addr "$LAB_IP" --nqn "$nqn" --io-path "${PROF_IO_PATH:-ring}" \
-    --cores "${PROF_CORES:-1}"
+    --cores "${PROF_CORES:-1}" "${bin[@]}"
   pid=$(cat /run/raidline-lab.pid)
   sub=$nqn
 else
@@ -101,7 +129,8 @@ dev=$(lab_nvme_dev "$sub" 30)
 # Warm up: every bitmap region written once (raidline's first write to a region marks it).
 # shellcheck disable=SC2086
 "${fio_pin[@]}" fio --name=warm --filename="$dev" --ioengine=libaio --direct=1 --size=384m --time_based \
-  --runtime=5 --randrepeat=0 $fio_args --eta=never > /dev/null || lab_fail "fio warm-up"
+  --runtime=5 --randrepeat=0 $fio_args --eta=never --output-format=json --output="$out/warm.json" > /dev/null ||
+  lab_fail "fio warm-up"
 
 # Per thread: id, name, CPU ns (schedstat), user and system ticks (stat fields 14 and 15).
 threads_cpu() {
@@ -156,7 +185,7 @@ sleep 3
 if [ "$tool" = strace ]; then
   [ -n "$pid" ] || lab_fail "--tool strace profiles raidline only"
   timeout -s INT $((runtime - 4)) strace -c -f -p "$pid" -o "$out/strace.txt" 2> /dev/null || true
-elif [ "$tool" = none ]; then
+elif [ "$tool" = none ] || [ "$tool" = callgrind ]; then
   :
 elif [ "$tool" = perf-poller ]; then
   # Only raidline's first poller thread: its samples, not the idle loop's.
@@ -246,7 +275,7 @@ join "$out/cpus-before.txt" "$out/cpus-after.txt" |
   tee "$out/cpus.txt" >&2
 if [ "$tool" = strace ]; then
   cat "$out/strace.txt" >&2
-elif [ "$tool" = none ]; then
+elif [ "$tool" = none ] || [ "$tool" = callgrind ]; then
   :
 else
 report() { perf report -i "$out/perf.data" --stdio --no-children "$@" 2> /dev/null; }
@@ -266,6 +295,29 @@ if [ "$target" = raidline ]; then
   "$LAB_DIR/raidline.sh" stop
   # Warm-up and job together (the idle time before and after is sleep).
   grep -h 'time by phase' "$LAB_RUN/raidline.log" | sed 's/; /;\n   /g' | tee "$out/phases.txt" >&2 || true
+  if [ "$tool" = callgrind ]; then
+    # Every host I/O the daemon served: the warm-up's and the job's.
+    all_ios=$(jq -s '[.[].jobs[] | .read.total_ios, .write.total_ios] | add' "$out/warm.json" "$out/fio.json")
+    # The poller's file: the thread whose costs include the poller's loop, the largest.
+    best="" most=0
+    for f in "$out"/callgrind.out-*; do
+      grep -q 'Poller.*::run' "$f" || continue
+      n=$(awk '/^summary:/ { print $2; exit }' "$f")
+      [ "${n:-0}" -gt "$most" ] && { most=$n; best=$f; }
+    done
+    [ -n "$best" ] || lab_fail "no poller thread in the callgrind output"
+    callgrind_annotate --auto=no --threshold=99 "$best" > "$out/callgrind-poller.txt" 2> /dev/null
+    echo "== callgrind: poller thread ($(basename "$best")), $most instructions, $all_ios host I/Os: $((most / all_ios)) per I/O" >&2
+    # By object: the part of each function line in brackets (the binary or library).
+    echo "== instructions per host I/O by object" >&2
+    awk -v ios="$all_ios" '/^ *[0-9,]+ \(/ && !/PROGRAM TOTALS/ { n = $1; gsub(",", "", n); o = "raidline";
+        if (match($0, /\[[^]]*\]$/)) o = substr($0, RSTART + 1, RLENGTH - 2); sub(".*/", "", o); s[o] += n }
+      END { for (o in s) if (s[o] / ios >= 10) printf "%10.0f  %s\n", s[o] / ios, o }' "$out/callgrind-poller.txt" |
+      sort -n -r | tee "$out/callgrind-objects.txt" >&2
+    echo "== instructions per host I/O by function (self), top 40" >&2
+    awk -v ios="$all_ios" '/^ *[0-9,]+ \(/ && !/PROGRAM TOTALS/ { n = $1; gsub(",", "", n); $1 = ""; $2 = ""; printf "%8.0f %s\n", n / ios, substr($0, 3, 170) }' \
+      "$out/callgrind-poller.txt" | head -n 40 >&2
+  fi
 else
   "$LAB_DIR/ref-target.sh" stop --nqn "$knqn"
 fi

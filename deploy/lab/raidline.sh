@@ -25,7 +25,8 @@
 #       start
 #       `raidline run` in the background (log:
 #       $LAB_RUN/raidline.log, appended across restarts) and wait until it logs "ready"
-#       (with --expect-refused: ready with the array NOT STARTED)
+#       (with --expect-refused: ready with the array NOT STARTED), at most $RAIDLINE_LAB_READY_S
+#       seconds (default 120; more for a daemon under valgrind)
 #   raidline.sh config [--out PATH] [--addr IP] [--nqn NQN] [--chunk KiB] [--cores N] [--cc-rate MBPS]
 #       only write that configuration to PATH (default $LAB_RUN/raidline.toml) and check it with
 #       `raidline check-config`: for a daemon started otherwise (checks/60-systemd.sh: systemd)
@@ -184,7 +185,8 @@ case "$action" in
     from=$(($(stat -c %s "$log" 2>/dev/null || echo 0) + 1))
     setsid "$bin" run --config "$conf" >> "$log" 2>&1 < /dev/null &
     echo $! > "$pidfile"
-    for _ in $(seq 1200); do
+    ready_s=${RAIDLINE_LAB_READY_S:-120}
+    for _ in $(seq $((ready_s * 10))); do
       if tail -c +"$from" "$log" | grep -q "ready: serving on"; then
         if [ "$refused" = 1 ]; then
           tail -c +"$from" "$log" | grep -q "NOT STARTED" || die "the array started, expected it refused"
@@ -199,15 +201,18 @@ case "$action" in
       sleep 0.1
     done
     tail -n 30 "$log" >&2
-    die "raidline not ready after 120 s"
+    die "raidline not ready after $ready_s s"
     ;;
   stop)
     pid=$(cat "$pidfile" 2>/dev/null) || die "not started"
     kill -TERM "$pid" 2>/dev/null || die "raidline (pid $pid) is not running"
-    for _ in $(seq 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$pid" 2>/dev/null && die "raidline (pid $pid) still running 60 s after SIGTERM"
+    stop_s=${RAIDLINE_LAB_READY_S:-60}
+    for _ in $(seq $((stop_s * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$pid" 2>/dev/null && die "raidline (pid $pid) still running $stop_s s after SIGTERM"
     # setsid'ed, so not our child: its exit status is in the log's last lines.
-    tail -n 3 "$log" | grep -q "stopped cleanly" || { tail -n 20 "$log" >&2; die "raidline did not stop cleanly"; }
+    # (Under valgrind its own summary follows the daemon's last line.)
+    grep -v '^==[0-9]*==' "$log" | tail -n 3 | grep -q "stopped cleanly" ||
+      { tail -n 20 "$log" >&2; die "raidline did not stop cleanly"; }
     rm -f "$pidfile"
     lab_log "raidline stopped cleanly"
     ;;
