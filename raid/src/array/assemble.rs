@@ -219,6 +219,7 @@ impl Array {
             uuid,
             parity,
             state: RwLock::new(inner),
+            shared_view: Mutex::new(None),
             locks: locks::StripeLocks::default(),
             dirty_flag: AtomicBool::new(dirty),
             dirty_wanted: AtomicBool::new(false),

@@ -417,6 +417,9 @@ pub struct Array {
     uuid: Uuid,
     parity: Arc<dyn ParityEngine>,
     state: RwLock<Inner>,
+    /// The view write tasks share ([`Array::shared_view`]): built from the state on first
+    /// use, dropped whenever the state is taken for writing, so it never outlives a change.
+    shared_view: Mutex<Option<Arc<View>>>,
     locks: locks::StripeLocks,
     bitmap: bitmap::Bitmap,
     dirty_flag: AtomicBool,
@@ -743,7 +746,11 @@ impl Array {
     }
 
     fn write_state(&self) -> RwLockWriteGuard<'_, Inner> {
-        self.state.write().unwrap_or_else(|p| p.into_inner())
+        let st = self.state.write().unwrap_or_else(|p| p.into_inner());
+        // Under the write lock: no reader can build the view again until the change is done
+        // (readers build it under the read lock; lock order: state, then the view).
+        *self.shared_view.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        st
     }
 
     /// Whether `member` (the same object, or a device of the same name) already serves the
@@ -781,6 +788,19 @@ impl Array {
     pub(crate) fn enter_writes(&self, epoch: u64) -> Option<ppl::InflightGuard<'_>> {
         let st = self.read_state();
         (st.ppl_epoch == epoch).then(|| self.inflight.enter(epoch))
+    }
+
+    /// [`Array::view_of`], shared: one `Arc` clone per request instead of a view of its own
+    /// (a member handle clone per role, and a 216-byte value in every write task). `st` is the
+    /// caller's read guard of this array's state.
+    pub(crate) fn shared_view(&self, st: &Inner) -> Result<Arc<View>, RaidError> {
+        let mut cached = self.shared_view.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(v) = cached.as_ref() {
+            return Ok(v.clone());
+        }
+        let v = Arc::new(Self::view_of(st)?);
+        *cached = Some(v.clone());
+        Ok(v)
     }
 
     fn view_of(st: &Inner) -> Result<View, RaidError> {

@@ -180,7 +180,7 @@ pub struct WriteTask {
     first: u64,
     last: u64,
     epoch: u64,
-    view: View,
+    view: Arc<View>,
     plans: SmallVec<[TaskPlan; 2]>,
     phase: Phase,
     /// Bits this task set are being made durable (the write waits for them).
@@ -234,7 +234,7 @@ impl Array {
         let (first, last) = (ids[0], ids[ids.len() - 1]);
         let entered = {
             let st = self.read_state();
-            Self::view_of(&st).ok().map(|view| {
+            self.shared_view(&st).ok().map(|view| {
                 let force_rcw = st.resync.is_some();
                 // As the blocking engine's round: logged while a role is not active, or
                 // always with that policy.
