@@ -315,8 +315,8 @@ if [ "$target" = raidline ]; then
       END { for (o in s) if (s[o] / ios >= 10) printf "%10.0f  %s\n", s[o] / ios, o }' "$out/callgrind-poller.txt" |
       sort -n -r | tee "$out/callgrind-objects.txt" >&2
     echo "== instructions per host I/O by function (self), top 40" >&2
-    awk -v ios="$all_ios" '/^ *[0-9,]+ \(/ && !/PROGRAM TOTALS/ { n = $1; gsub(",", "", n); $1 = ""; $2 = ""; printf "%8.0f %s\n", n / ios, substr($0, 3, 170) }' \
-      "$out/callgrind-poller.txt" | head -n 40 >&2
+    awk -v ios="$all_ios" '/^ *[0-9,]+ \(/ && !/PROGRAM TOTALS/ { n = $1; gsub(",", "", n); $1 = ""; $2 = ""; if (++k <= 40) printf "%8.0f %s\n", n / ios, substr($0, 3, 170) }' \
+      "$out/callgrind-poller.txt" >&2
   fi
 else
   "$LAB_DIR/ref-target.sh" stop --nqn "$knqn"
