@@ -18,10 +18,11 @@
 # `--tool none` runs no profiler. `--tool callgrind` runs raidline under valgrind's callgrind
 # (one file per thread): instructions per host I/O on the poller thread by function and by
 # object (raidline, rdma-core's provider, libc, ...), exact where TCG's sampling is not; the
-# daemon runs some hundred times slower, so its IOPS mean nothing, only the counts per I/O. `--pin "0 1"` runs fio on CPU 0 and raidline's threads on
-# CPU 1 (taskset). Every run also reports, per block device, the operations
-# over the job from /proc/diskstats (`disks.txt`): reads, writes and flushes per host I/O,
-# their mean latency and the mean number in flight (what the drives saw, whoever drove them).
+# daemon runs several times slower, so its IOPS mean nothing, only the counts per I/O.
+# `--pin "0 1"` runs fio on CPU 0 and raidline's threads on CPU 1 (taskset). Every run also
+# reports, per block device, the operations over the job from /proc/diskstats (`disks.txt`):
+# reads, writes and flushes per host I/O, their mean latency and the mean number in flight
+# (what the drives saw, whoever drove them).
 # `--bin PATH`: profile that raidline binary (for example a worktree's build at an earlier
 # commit, `bench.sh --compare` leaves one in build/bench/target/release/) instead of building
 # build/release/raidline.
@@ -96,7 +97,7 @@ if [ "$target" = raidline ]; then
   export RAIDLINE_POLLER_PHASES=1
   bin=()
   root_bin=${PROF_BIN:-$(cd "$LAB_DIR/../.." && pwd)/build/release/raidline}
-  [ -n "${PROF_BIN:-}" ] && [ "$tool" != callgrind ] && bin=(--bin "$root_bin")
+  [ -z "${PROF_BIN:-}" ] || bin=(--bin "$root_bin")
   if [ "$tool" = callgrind ]; then
     # `raidline run` under callgrind, one output file per thread; its other commands as they are.
     cat > "$out/raidline-callgrind" <<EOS

@@ -26,7 +26,7 @@
 #       `raidline run` in the background (log:
 #       $LAB_RUN/raidline.log, appended across restarts) and wait until it logs "ready"
 #       (with --expect-refused: ready with the array NOT STARTED), at most $RAIDLINE_LAB_READY_S
-#       seconds (default 120; more for a daemon under valgrind)
+#       seconds (default 120; more for a daemon under valgrind; `stop` waits as long, default 60)
 #   raidline.sh config [--out PATH] [--addr IP] [--nqn NQN] [--chunk KiB] [--cores N] [--cc-rate MBPS]
 #       only write that configuration to PATH (default $LAB_RUN/raidline.toml) and check it with
 #       `raidline check-config`: for a daemon started otherwise (checks/60-systemd.sh: systemd)

@@ -454,23 +454,19 @@ impl OwnedRing {
         let n = req.segs.len();
         // Built in its slot, where it stays until its last operation completed (a flight is
         // large: no further move).
-        let flight = self.flights[slot].insert(Flight {
+        self.flights[slot] = Some(Flight {
             req,
             segs: states,
             left: n,
             error: None,
         });
         for i in 0..n {
+            let Some(flight) = self.flights[slot].as_mut() else {
+                break;
+            };
             if flight.req.segs[i].kind == RingOpKind::Flush {
                 let fd = flight.segs[i].fd;
-                Self::join_flush(
-                    &mut self.flushes,
-                    &mut self.flush_ops,
-                    &mut self.backlog,
-                    fd,
-                    slot,
-                    i,
-                );
+                self.join_flush(fd, slot, i);
             } else {
                 let e = Self::entry(&mut self.rw_ops, flight, slot, i);
                 self.backlog.push_back(e);
@@ -481,21 +477,14 @@ impl OwnedRing {
 
     /// Flush operation `i` of the flight in `slot` goes with its member's next flush that
     /// has not reached the kernel (see the module documentation).
-    fn join_flush(
-        flushes: &mut HashMap<RawFd, SharedFlush>,
-        flush_ops: &mut (u64, u64),
-        backlog: &mut VecDeque<squeue::Entry>,
-        fd: RawFd,
-        slot: usize,
-        i: usize,
-    ) {
-        flush_ops.0 += 1;
-        let f = flushes.entry(fd).or_default();
+    fn join_flush(&mut self, fd: RawFd, slot: usize, i: usize) {
+        self.flush_ops.0 += 1;
+        let f = self.flushes.entry(fd).or_default();
         if f.current.is_empty() {
             f.started = false;
             f.current.push((slot, i));
-            flush_ops.1 += 1;
-            backlog.push_back(flush_entry(fd));
+            self.flush_ops.1 += 1;
+            self.backlog.push_back(flush_entry(fd));
         } else if !f.started {
             f.current.push((slot, i));
         } else {

@@ -165,6 +165,16 @@ fn end_block(array: &Array, lba: u64, len: usize) -> u64 {
     lba + (len / array.geometry().block_bytes()) as u64
 }
 
+impl Writes {
+    /// Takes an ended task out of its entry (it is there: `on_write_task` found it by tag).
+    fn end_run(&mut self, tag: u64) -> Running {
+        let Some(run) = self.running.remove(&tag) else {
+            unreachable!("the task is in its entry")
+        };
+        run
+    }
+}
+
 impl<F: Fabric> Poller<F> {
     /// Starts an array write on the ring, parks it, or gives it back for the workers.
     /// `retry`: a parked write tried again.
@@ -599,17 +609,13 @@ impl<F: Fabric> Poller<F> {
                 };
                 if let Err((rr, e)) = ring.submit(rr) {
                     tracing::debug!("poller {}: ring refused a write's batch: {e}", self.id);
-                    let Some(run) = self.writes.running.remove(&tag) else {
-                        unreachable!("the task is in its entry")
-                    };
+                    let run = self.writes.end_run(tag);
                     let (buf, more) = run.task.abort(array, rr);
                     self.redo_run(run.ns, run.first, buf, run.more, more, false);
                 }
             }
             WriteNext::Done(buf, more) => {
-                let Some(run) = self.writes.running.remove(&tag) else {
-                    unreachable!("the task is in its entry")
-                };
+                let run = self.writes.end_run(tag);
                 self.on_storage(Done {
                     tag,
                     buf,
@@ -624,9 +630,7 @@ impl<F: Fabric> Poller<F> {
                 }
             }
             WriteNext::Redo { buf, more, torn } => {
-                let Some(run) = self.writes.running.remove(&tag) else {
-                    unreachable!("the task is in its entry")
-                };
+                let run = self.writes.end_run(tag);
                 self.redo_run(run.ns, run.first, buf, run.more, more, torn)
             }
         }
