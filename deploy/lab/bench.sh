@@ -8,7 +8,8 @@
 #
 # Per round, in alternating order (round 1 raidline first, round 2 the kernel first, ...):
 #   - raidline (one poller, `io_path` from --io-paths; each listed path is its own phase; a path
-#     is written PATH[:MODE][+ALGO], e.g. `ring:event` for poll_mode "event" or `ring+rtt-aimd`
+#     is written PATH[:MODE][~POLL][+ALGO], e.g. `ring:event` for poll_mode "event", `ring~on`
+#     for io_poll "on" (members' completions polled on the guest's NVMe poll queues), or `ring+rtt-aimd`
 #     for every I/O queue pair paced by rtt-aimd with its defaults, `ring+fixed,rate_mbps=10000`
 #     with parameters, `ring+off` without pacing; a path without +ALGO runs the daemon's default,
 #     `off`) serving
@@ -172,7 +173,8 @@ run_jobs() {
 # raidline_phase PATH [REV]: the working tree's raidline, or the one built at REV (--compare).
 raidline_phase() {
   local path=$1 rev=${2:-} dev rdev label=raidline-$1 variant
-  # PATH[:MODE][+ALGO]: the io_path and poll mode, and the congestion control of every I/O QP.
+  # PATH[:MODE][~POLL][+ALGO]: the io_path, poll mode and io_poll, and the congestion control
+  # of every I/O QP.
   variant=(--io-path "${path%%+*}")
   [[ "$path" != *+* ]] || variant+=(--cc "${path#*+}")
   if [ -n "$rev" ]; then

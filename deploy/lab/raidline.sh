@@ -3,7 +3,7 @@
 # soft-RoCE device, driven like the reference target (deploy/lab/ref-target.sh).
 #
 #   raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N] [--cc-rate MBPS]
-#                     [--cc ALGO] [--io-path ring|workers[:MODE]] [--ram-dev DEV --ram-nqn NQN]
+#                     [--cc ALGO] [--io-path ring|workers[:MODE][~POLL]] [--ram-dev DEV --ram-nqn NQN]
 #                     [--members "DEV ..."] [--overwrite "DEV ..."] [--hosts "NQN ..."]
 #                     [--append FILE] [--iscsi IQN] [--iscsi-chap "USER SECRET [MUSER MSECRET]"]
 #                     [--iscsi-discovery-chap "USER SECRET"] [--iscsi-ram IQN]
@@ -12,8 +12,10 @@
 #       creation, allow any host; --cc-rate: every I/O queue pair paced by the `fixed`
 #       algorithm at MBPS megabits per second (--cc fixed,rate_mbps=MBPS); --cc: every I/O queue pair paced by ALGO
 #       (e.g. rtt-aimd; ALGO,NAME=VALUE,... sets parameters, e.g. fixed,rate_mbps=10000);
-#       --io-path: the daemon's io_path, and with :MODE its poll_mode (busy, adaptive or event;
-#       default adaptive); --ram-dev: a second subsystem RAM-NQN serving DEV (a brd RAM disk) as
+#       --io-path: the daemon's io_path, with :MODE its poll_mode (busy, adaptive or event;
+#       default adaptive), with ~POLL its io_poll (on or off; unset: the daemon's default, off,
+#       which a build before io_poll needs), e.g. ring~on; --ram-dev: a second subsystem
+#       RAM-NQN serving DEV (a brd RAM disk) as
 #       a file namespace, for the target path alone; --overwrite: the array's `overwrite`,
 #       devices whose foreign data a new array may overwrite; --hosts: only these host NQNs,
 #       instead of any host; --append: a TOML fragment added to the main subsystem, e.g. its
@@ -34,7 +36,7 @@
 #   raidline.sh kill      SIGKILL, no goodbye (crash test)
 #   raidline.sh status    `raidline status` over the management socket
 #   raidline.sh cli ARGS… `raidline ARGS… --socket <the lab's socket>` (e.g. `cli ns disable NQN 1`)
-usage="usage: raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N] [--cc-rate MBPS] [--cc ALGO] [--io-path ring|workers[:busy|adaptive|event]] [--ram-dev DEV --ram-nqn NQN] [--members \"DEV ...\"] [--overwrite \"DEV ...\"] [--hosts \"NQN ...\"] [--append FILE] [--expect-refused] | config [--out PATH] [same options] | stop | kill | status | cli ARGS..."
+usage="usage: raidline.sh start [--addr IP] [--nqn NQN] [--chunk KiB] [--bin PATH] [--cores N] [--cc-rate MBPS] [--cc ALGO] [--io-path ring|workers[:busy|adaptive|event][~on|off]] [--ram-dev DEV --ram-nqn NQN] [--members \"DEV ...\"] [--overwrite \"DEV ...\"] [--hosts \"NQN ...\"] [--append FILE] [--expect-refused] | config [--out PATH] [same options] | stop | kill | status | cli ARGS..."
 set -euo pipefail
 
 lab=$(cd "$(dirname "$0")" && pwd)
@@ -67,6 +69,10 @@ $usage" ;;
   shift 2
 done
 poll_mode=adaptive
+io_poll=""
+case "$io_path" in
+  *~*) io_poll="io_poll = \"${io_path#*~}\"" io_path=${io_path%%~*} ;;
+esac
 case "$io_path" in
   *:*) poll_mode=${io_path#*:} io_path=${io_path%%:*} ;;
 esac
@@ -93,6 +99,7 @@ listen = ["$addr:4420"]
 cores = $cores
 poll_mode = "$poll_mode"
 io_path = "$io_path"
+$io_poll
 management_socket = "$sock"
 state_dir = "$LAB_RUN/state"
 metrics = "127.0.0.1:9420"

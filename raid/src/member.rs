@@ -48,6 +48,13 @@ pub trait Member: Send + Sync + fmt::Debug {
         1
     }
 
+    /// Whether reads and writes on [`Member::direct_fd`] can complete by polling (a block
+    /// device with poll queues: NVMe with `nvme.poll_queues` > 0), so that a ring may reap them
+    /// without an interrupt (`IORING_SETUP_IOPOLL`). False (the default) when unknown.
+    fn polled_io(&self) -> bool {
+        false
+    }
+
     /// Whether completed writes can sit in a volatile cache until `flush` (true unless the
     /// member knows better). Ordering-critical writes (the partial-parity log) are flushed
     /// only on members where this is true, as md does.

@@ -711,6 +711,13 @@ pub fn config_summary(c: &Config) -> String {
         "  pollers: {} ({poll_mode} polling), {} storage workers per namespace each",
         c.cores, c.storage_workers
     );
+    if c.io_poll == crate::config::IoPoll::On {
+        let _ = writeln!(
+            s,
+            "  member I/O: polled on devices with poll queues (io_poll = \"on\"), else by \
+             interrupt"
+        );
+    }
     let _ = writeln!(s, "  management socket: {}", c.management_socket.display());
     let _ = writeln!(
         s,

@@ -43,6 +43,17 @@ fn invalid(text: &str) -> (usize, usize, String) {
 }
 
 #[test]
+fn io_poll_is_off_unless_asked_for() {
+    assert_eq!(Config::parse("", "x").unwrap().io_poll, IoPoll::Off);
+    assert_eq!(Config::parse(EXAMPLE, "x").unwrap().io_poll, IoPoll::Off);
+    let c = Config::parse("[target]\nio_poll = \"on\"\n", "t.toml").unwrap();
+    assert_eq!(c.io_poll, IoPoll::On);
+    assert!(crate::cli::config_summary(&c).contains("member I/O: polled"));
+    let e = Config::parse("[target]\nio_poll = \"auto\"\n", "t.toml").unwrap_err();
+    assert!(e.to_string().contains("line 2"), "{e}");
+}
+
+#[test]
 fn unknown_keys_and_bad_types_name_the_line() {
     let e = Config::parse("[target]\ncores = 2\nbogus = 1\n", "t.toml").unwrap_err();
     let msg = e.to_string();

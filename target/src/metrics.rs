@@ -143,6 +143,9 @@ pub struct DataPathMetrics {
     pub ring_fixed_ops: AtomicU64,
     /// See [`DataPathMetrics::ring_fixed_ops`].
     pub ring_plain_ops: AtomicU64,
+    /// Of those, the ones on the pollers' polled rings (members with poll queues,
+    /// `io_poll = "on"`): completed by polling, with no interrupt.
+    pub ring_polled_ops: AtomicU64,
     /// Passes of the pollers' loops that found work, and passes that found none (the poller
     /// then spun, napped or slept).
     pub poller_work_passes: AtomicU64,
@@ -492,6 +495,12 @@ pub fn render_all(
                 "Member reads and writes issued on the pollers' io_uring rings, by buffer: registered (fixed) or plain (its pages pinned per operation).",
                 "buffer",
                 &[("fixed", &dp.ring_fixed_ops), ("plain", &dp.ring_plain_ops)],
+            ),
+            (
+                "raidline_ring_polled_operations_total",
+                "Of the member reads and writes on the pollers' io_uring rings, those completed by polling the drives' queues (members with poll queues, io_poll = on), with no interrupt.",
+                "",
+                &[("", &dp.ring_polled_ops)],
             ),
             (
                 "raidline_parked_writes_total",
@@ -1266,11 +1275,12 @@ mod tests {
         let text = render_all(&[], &DataPathMetrics::default(), &Snapshot::default());
         let samples = check_exposition(&text);
         // The payload-copy counter, the storage requests by path (ring, workers), the ring's
-        // operations by buffer (fixed, plain), the poller loops' passes (work, empty), sleeps
-        // (wait, nap) and sleep time, the parked and the gathered writes, the authentication
-        // outcomes (3), the receive memory, the I/O commands by protocol (nvme, iscsi) and the
-        // iSCSI logins.
-        assert_eq!(samples.len(), 19);
+        // operations by buffer (fixed, plain) and the polled ones, the poller loops' passes
+        // (work, empty), sleeps (wait, nap) and sleep time, the parked and the gathered writes,
+        // the authentication outcomes (3), the receive memory, the I/O commands by protocol
+        // (nvme, iscsi) and the iSCSI logins.
+        assert_eq!(samples.len(), 20);
+        assert!(text.contains("raidline_ring_polled_operations_total 0\n"));
         assert!(text.contains("raidline_io_commands_total{protocol=\"iscsi\"} 0\n"));
         assert!(text.contains("# TYPE raidline_qp_rtt_seconds gauge\n"));
     }

@@ -507,6 +507,7 @@ pub fn build_spec(config: &Config) -> Result<TargetSpec, ServiceError> {
     spec.state_dir = Some(config.state_dir.clone());
     spec.workers_per_namespace = config.storage_workers as usize;
     spec.io_path = config.io_path;
+    spec.io_poll = config.io_poll;
     spec.iscsi = config.iscsi.clone();
     if config.cc.algorithm != PACING_OFF {
         let cc = CcSpec {

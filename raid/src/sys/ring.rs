@@ -201,6 +201,8 @@ struct SegState {
     fd: RawFd,
     fixed: Option<u16>,
     done: usize,
+    /// It goes to the polled ring ([`OwnedRing::enable_polling`]).
+    polled: bool,
 }
 
 struct Flight {
@@ -234,15 +236,12 @@ struct SharedFlush {
 /// Field order matters: `ring` drops (and with it the kernel's registration) before
 /// `arenas` release the memory; [`Drop`] first waits for every submitted operation.
 pub struct OwnedRing {
-    ring: IoUring,
+    /// The ring every operation goes to but polled ones; its eventfd wakes the owner.
+    main: Lane,
+    /// The polled ring, when enabled: reads and writes of members whose queues poll.
+    polled: Option<Lane>,
     flights: Vec<Option<Flight>>,
     free: Vec<usize>,
-    /// Entries that did not fit the submission queue yet.
-    backlog: VecDeque<squeue::Entry>,
-    /// Entries handed to the kernel whose completion was not reaped yet.
-    submitted: usize,
-    /// Entries pushed to the submission queue and not yet submitted.
-    queued: usize,
     regions: Vec<(usize, usize)>,
     arenas: Vec<Arc<BufferArena>>,
     eventfd: nix::sys::eventfd::EventFd,
@@ -252,19 +251,139 @@ pub struct OwnedRing {
     cqes: Vec<(u64, i32)>,
     /// Completions run as deferred task work (see [`OwnedRing::new`]).
     deferred: bool,
-    /// The ring was created disabled and has not been enabled by its owner thread yet.
-    disabled: bool,
+    /// Read and write operations that went to the polled ring.
+    polled_ops: u64,
+    /// Of those, how many the kernel refused as not pollable (`EOPNOTSUPP`) and went again
+    /// to the main ring.
+    polled_fallbacks: u64,
+    /// Descriptors whose polled operations were refused: theirs go to the main ring.
+    unpolled: Vec<RawFd>,
     /// Shared flushes per member descriptor.
     flushes: HashMap<RawFd, SharedFlush>,
     /// Flush operations requested, and flushes issued to the kernel.
     flush_ops: (u64, u64),
 }
 
+/// One io_uring of an [`OwnedRing`], and what waits to enter it.
+struct Lane {
+    ring: IoUring,
+    /// Entries that did not fit the submission queue yet.
+    backlog: VecDeque<squeue::Entry>,
+    /// Entries handed to the kernel whose completion was not reaped yet.
+    submitted: usize,
+    /// Entries pushed to the submission queue and not yet submitted.
+    queued: usize,
+    /// Created disabled and not yet enabled by its owner thread.
+    disabled: bool,
+}
+
+impl Lane {
+    fn new(ring: IoUring, disabled: bool) -> Lane {
+        Lane {
+            ring,
+            backlog: VecDeque::new(),
+            submitted: 0,
+            queued: 0,
+            disabled,
+        }
+    }
+
+    /// Enables a ring created disabled; the calling thread becomes its only issuer.
+    fn enable(&mut self) -> std::io::Result<()> {
+        if self.disabled {
+            self.ring.submitter().register_enable_rings()?;
+            self.disabled = false;
+        }
+        Ok(())
+    }
+
+    fn has_queued(&self) -> bool {
+        self.queued > 0 || !self.backlog.is_empty()
+    }
+
+    /// Entries in the kernel or on their way there.
+    fn busy(&self) -> bool {
+        self.submitted > 0 || self.has_queued()
+    }
+
+    /// Moves backlog entries into the submission queue while it has room, and no more than
+    /// the completion queue holds: completions beyond it would wait in the kernel's overflow
+    /// list, which only an `io_uring_enter` flushes, and a pass with nothing to submit makes
+    /// none. A shared flush handed over is marked started in `flushes`.
+    fn fill(&mut self, flushes: &mut HashMap<RawFd, SharedFlush>) {
+        let cq = self.ring.params().cq_entries() as usize;
+        while let Some(e) = self.backlog.front() {
+            if self.submitted + self.queued >= cq {
+                break;
+            }
+            // SAFETY: every entry's buffer and descriptor are owned by its flight, which
+            // stays in `flights` until the entry's completion is reaped (module invariants);
+            // a shared flush's descriptor, by the flights of the operations it completes.
+            let pushed = unsafe { self.ring.submission().push(e).is_ok() };
+            if !pushed {
+                break;
+            }
+            let user = e.get_user_data();
+            self.backlog.pop_front();
+            self.queued += 1;
+            if user & FLUSH_TAG != 0 {
+                // Submitted before any new operation can join: the ones that join from now
+                // on wait for the next flush.
+                if let Some(f) = flushes.get_mut(&((user & !FLUSH_TAG) as RawFd)) {
+                    f.started = true;
+                }
+            }
+        }
+    }
+
+    /// One `io_uring_enter`: submits what is queued (and runs deferred completions, or on a
+    /// polled ring polls the drives' queues once).
+    fn enter(&mut self) -> std::io::Result<()> {
+        match self.ring.submit() {
+            Ok(n) => {
+                self.submitted += n;
+                self.queued -= n.min(self.queued);
+                Ok(())
+            }
+            // The completion queue is full or the kernel is short of memory: reap first,
+            // submit at the next pass.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EAGAIN)) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Appends every available completion to `cqes`; returns how many.
+    fn reap_into(&mut self, cqes: &mut Vec<(u64, i32)>) -> usize {
+        let before = cqes.len();
+        cqes.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
+        let n = cqes.len() - before;
+        self.submitted -= n.min(self.submitted);
+        n
+    }
+
+    /// Submits what is queued and waits for one completion (the ring is being dropped);
+    /// aborts the process when the kernel refuses, rather than free memory it may still
+    /// write.
+    fn wait_one(&mut self) {
+        match self.ring.submit_and_wait(1) {
+            Ok(n) => {
+                self.submitted += n;
+                self.queued -= n.min(self.queued);
+            }
+            Err(e) if e.raw_os_error().is_some_and(is_retry) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
+            Err(_) => std::process::abort(),
+        }
+    }
+}
+
 impl std::fmt::Debug for OwnedRing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OwnedRing")
             .field("in_flight", &self.in_flight())
-            .field("submitted", &self.submitted)
+            .field("submitted", &self.main.submitted)
+            .field("polled_submitted", &self.polled.as_ref().map(|p| p.submitted))
             .field("rw_ops", &self.rw_ops)
             .finish()
     }
@@ -304,19 +423,19 @@ impl OwnedRing {
             EventFd::from_value_and_flags(0, EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)?;
         ring.submitter().register_eventfd(eventfd.as_raw_fd())?;
         Ok(OwnedRing {
-            ring,
+            main: Lane::new(ring, deferred),
+            polled: None,
             flights: Vec::new(),
             free: Vec::new(),
-            backlog: VecDeque::new(),
-            submitted: 0,
-            queued: 0,
             regions: Vec::new(),
             arenas: Vec::new(),
             eventfd,
             rw_ops: (0, 0),
             cqes: Vec::with_capacity(64),
             deferred,
-            disabled: deferred,
+            polled_ops: 0,
+            polled_fallbacks: 0,
+            unpolled: Vec::new(),
             flushes: HashMap::new(),
             flush_ops: (0, 0),
         })
@@ -327,13 +446,69 @@ impl OwnedRing {
         self.deferred
     }
 
-    /// Enables a ring created disabled; the calling thread becomes its only issuer.
-    fn enable(&mut self) -> std::io::Result<()> {
-        if self.disabled {
-            self.ring.submitter().register_enable_rings()?;
-            self.disabled = false;
+    /// Adds a polled ring (`IORING_SETUP_IOPOLL`) for the reads and writes of members whose
+    /// queues poll ([`Member::polled_io`]: NVMe with poll queues). Their completions come
+    /// with no interrupt: each [`OwnedRing::pump`] polls the drives' queues, and while any of
+    /// them is in flight ([`OwnedRing::polling`]) the owner must pump again rather than sleep
+    /// on the eventfd, which they never make readable. Flushes stay on the first ring (a
+    /// polled ring takes no fsync), and so does everything when this fails. Arenas
+    /// registered already are registered with it too. Refused while requests are in the
+    /// ring.
+    pub fn enable_polling(&mut self, entries: u32) -> std::io::Result<()> {
+        if self.polled.is_some() {
+            return Ok(());
         }
+        if self.in_flight() > 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                "requests in flight",
+            ));
+        }
+        let entries = entries.max(8);
+        let (ring, disabled) = match IoUring::builder()
+            .setup_iopoll()
+            .setup_single_issuer()
+            .setup_r_disabled()
+            .build(entries)
+        {
+            Ok(r) => (r, true),
+            Err(_) => (IoUring::builder().setup_iopoll().build(entries)?, false),
+        };
+        if !self.regions.is_empty() {
+            let iovecs = iovecs(&self.regions);
+            // SAFETY: the regions are those of `self.arenas`, kept until this lane is
+            // dropped (`polled` is dropped before `arenas`) or unregistered with the others.
+            unsafe { ring.submitter().register_buffers(&iovecs)? };
+        }
+        self.polled = Some(Lane::new(ring, disabled));
         Ok(())
+    }
+
+    /// Whether a polled ring is enabled ([`OwnedRing::enable_polling`]).
+    pub fn polls(&self) -> bool {
+        self.polled.is_some()
+    }
+
+    /// Whether operations are on the polled ring: their completions come only by polling,
+    /// so the owner must keep pumping instead of sleeping.
+    pub fn polling(&self) -> bool {
+        self.polled.as_ref().is_some_and(Lane::busy)
+    }
+
+    /// Drops every entry that has not reached the kernel (the ring is being dropped).
+    fn clear_backlogs(&mut self) {
+        self.main.backlog.clear();
+        if let Some(p) = self.polled.as_mut() {
+            p.backlog.clear();
+        }
+    }
+
+    /// The lane an operation goes to.
+    fn lane(&mut self, polled: bool) -> &mut Lane {
+        match (polled, self.polled.as_mut()) {
+            (true, Some(p)) => p,
+            _ => &mut self.main,
+        }
     }
 
     /// Registers arenas as fixed buffers (replacing any earlier registration); operations
@@ -347,22 +522,20 @@ impl OwnedRing {
             ));
         }
         if !self.regions.is_empty() {
-            self.ring.submitter().unregister_buffers()?;
+            for lane in std::iter::once(&mut self.main).chain(self.polled.as_mut()) {
+                lane.ring.submitter().unregister_buffers()?;
+            }
             self.regions.clear();
             self.arenas.clear();
         }
         let regions: Vec<(usize, usize)> = arenas.iter().map(|a| a.region()).collect();
-        let iovecs: Vec<libc::iovec> = regions
-            .iter()
-            .map(|&(p, l)| libc::iovec {
-                iov_base: p as *mut libc::c_void,
-                iov_len: l,
-            })
-            .collect();
-        // SAFETY: every region belongs to an arena whose `Arc` is stored in `self.arenas`
-        // right after this call and released only after unregistering (or after `ring`
-        // dropped), so the memory stays allocated while registered.
-        unsafe { self.ring.submitter().register_buffers(&iovecs)? };
+        let iovecs = iovecs(&regions);
+        for lane in std::iter::once(&mut self.main).chain(self.polled.as_mut()) {
+            // SAFETY: every region belongs to an arena whose `Arc` is stored in
+            // `self.arenas` right after this loop and released only after unregistering (or
+            // after the lanes dropped), so the memory stays allocated while registered.
+            unsafe { lane.ring.submitter().register_buffers(&iovecs)? };
+        }
         self.regions = regions;
         self.arenas = arenas.to_vec();
         Ok(())
@@ -370,7 +543,7 @@ impl OwnedRing {
 
     /// Whether operations wait to be handed to the kernel (at the next [`Self::pump`]).
     pub fn has_queued(&self) -> bool {
-        self.queued > 0 || !self.backlog.is_empty()
+        self.main.has_queued() || self.polled.as_ref().is_some_and(Lane::has_queued)
     }
 
     /// Requests in the ring (submitted or queued).
@@ -381,6 +554,19 @@ impl OwnedRing {
     /// (fixed, plain) read and write operations issued so far.
     pub fn op_counts(&self) -> (u64, u64) {
         self.rw_ops
+    }
+
+    /// Read and write operations that went to the polled ring so far (counted in
+    /// [`OwnedRing::op_counts`] too).
+    pub fn polled_ops(&self) -> u64 {
+        self.polled_ops
+    }
+
+    /// Polled operations the kernel refused as not pollable (`EOPNOTSUPP`: a filesystem
+    /// without polled reads, say), which went again to the main ring, as every later
+    /// operation of their member does: not counted as member errors.
+    pub fn polled_fallbacks(&self) -> u64 {
+        self.polled_fallbacks
     }
 
     /// (flush operations requested, flushes issued to the kernel) so far: the difference is
@@ -422,6 +608,10 @@ impl OwnedRing {
                 return Err((req, e));
             };
             let mut fixed = None;
+            let polled = self.polled.is_some()
+                && seg.kind != RingOpKind::Flush
+                && seg.member.polled_io()
+                && !self.unpolled.contains(&fd);
             if seg.kind != RingOpKind::Flush {
                 let (r, a) = (&seg.range, seg.member.alignment().max(1));
                 let fits = r.start < r.end && r.end <= buf_len;
@@ -442,7 +632,12 @@ impl OwnedRing {
                     .position(|&(p, l)| start >= p && start + r.len() <= p + l)
                     .and_then(|i| u16::try_from(i).ok());
             }
-            states.push(SegState { fd, fixed, done: 0 });
+            states.push(SegState {
+                fd,
+                fixed,
+                done: 0,
+                polled,
+            });
         }
         let slot = match self.free.pop() {
             Some(s) => s,
@@ -468,8 +663,10 @@ impl OwnedRing {
                 let fd = flight.segs[i].fd;
                 self.join_flush(fd, slot, i);
             } else {
+                let polled = flight.segs[i].polled;
                 let e = Self::entry(&mut self.rw_ops, flight, slot, i);
-                self.backlog.push_back(e);
+                self.polled_ops += u64::from(polled);
+                self.lane(polled).backlog.push_back(e);
             }
         }
         Ok(())
@@ -484,7 +681,7 @@ impl OwnedRing {
             f.started = false;
             f.current.push((slot, i));
             self.flush_ops.1 += 1;
-            self.backlog.push_back(flush_entry(fd));
+            self.main.backlog.push_back(flush_entry(fd));
         } else if !f.started {
             f.current.push((slot, i));
         } else {
@@ -542,62 +739,36 @@ impl OwnedRing {
         e.user_data(user)
     }
 
-    /// Moves backlog entries into the submission queue while it has room, and no more than
-    /// the completion queue holds: completions beyond it would wait in the kernel's overflow
-    /// list, which only an `io_uring_enter` flushes, and a pass with nothing to submit makes
-    /// none.
-    fn fill(&mut self) {
-        let cq = self.ring.params().cq_entries() as usize;
-        while let Some(e) = self.backlog.front() {
-            if self.submitted + self.queued >= cq {
-                break;
-            }
-            // SAFETY: every entry's buffer and descriptor are owned by its flight, which
-            // stays in `flights` until the entry's completion is reaped (module invariants);
-            // a shared flush's descriptor, by the flights of the operations it completes.
-            let pushed = unsafe { self.ring.submission().push(e).is_ok() };
-            if !pushed {
-                break;
-            }
-            let user = e.get_user_data();
-            self.backlog.pop_front();
-            self.queued += 1;
-            if user & FLUSH_TAG != 0 {
-                // Submitted before any new operation can join: the ones that join from now
-                // on wait for the next flush.
-                if let Some(f) = self.flushes.get_mut(&((user & !FLUSH_TAG) as RawFd)) {
-                    f.started = true;
-                }
-            }
-        }
-    }
-
     /// One pass: submits what is queued and runs the completions' deferred work (one
-    /// `io_uring_enter`, none when nothing is queued or pending), and reaps every completion
-    /// that arrived; finished requests go to `out`. Never waits.
+    /// `io_uring_enter`, none when nothing is queued or pending), polls the drives' queues
+    /// for what is on the polled ring (one more `io_uring_enter`, while anything is there),
+    /// and reaps every completion that arrived; finished requests go to `out`. Never waits.
     pub fn pump(&mut self, out: &mut Vec<RingCompletion>) -> std::io::Result<usize> {
-        self.enable()?;
+        self.main.enable()?;
+        if let Some(p) = self.polled.as_mut() {
+            p.enable()?;
+        }
         let mut finished = 0;
         for _ in 0..4 {
-            self.fill();
+            self.main.fill(&mut self.flushes);
             // Deferred completions wait for an enter with GETEVENTS, which `submit` adds while
             // the kernel flags task work as pending.
-            if self.queued > 0 || (self.deferred && self.ring.submission().taskrun()) {
-                match self.ring.submit() {
-                    Ok(n) => {
-                        self.submitted += n;
-                        self.queued -= n.min(self.queued);
-                    }
-                    // The completion queue is full or the kernel is short of memory: reap
-                    // first, submit at the next pass.
-                    Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EAGAIN)) => {}
-                    Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
-                    Err(e) => return Err(e),
+            if self.main.queued > 0 || (self.deferred && self.main.ring.submission().taskrun()) {
+                self.main.enter()?;
+            }
+            if let Some(p) = self.polled.as_mut() {
+                p.fill(&mut self.flushes);
+                // On a polled ring an enter (always with GETEVENTS) also polls the queues of
+                // what was submitted before: the only way its completions arrive.
+                if p.queued > 0 || p.submitted > 0 {
+                    p.enter()?;
                 }
             }
             let reaped = self.reap(out, &mut finished);
             // Short transfers re-queued entries: go round again, a few times at most.
-            if reaped == 0 || self.backlog.is_empty() {
+            let backlog = !self.main.backlog.is_empty()
+                || self.polled.as_ref().is_some_and(|p| !p.backlog.is_empty());
+            if reaped == 0 || !backlog {
                 break;
             }
         }
@@ -608,9 +779,10 @@ impl OwnedRing {
     fn reap(&mut self, out: &mut Vec<RingCompletion>, finished: &mut usize) -> usize {
         let mut cqes = std::mem::take(&mut self.cqes);
         cqes.clear();
-        cqes.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
-        let n = cqes.len();
-        self.submitted -= n.min(self.submitted);
+        let mut n = self.main.reap_into(&mut cqes);
+        if let Some(p) = self.polled.as_mut() {
+            n += p.reap_into(&mut cqes);
+        }
         for &(user, res) in &cqes {
             if user & FLUSH_TAG != 0 {
                 self.flush_done((user & !FLUSH_TAG) as RawFd, res, out, finished);
@@ -638,7 +810,7 @@ impl OwnedRing {
         };
         if res < 0 && is_retry(-res) {
             f.started = false;
-            self.backlog.push_back(flush_entry(fd));
+            self.main.backlog.push_back(flush_entry(fd));
             return;
         }
         let done = std::mem::take(&mut f.current);
@@ -646,7 +818,7 @@ impl OwnedRing {
             f.current = std::mem::take(&mut f.next);
             f.started = false;
             self.flush_ops.1 += 1;
-            self.backlog.push_back(flush_entry(fd));
+            self.main.backlog.push_back(flush_entry(fd));
         }
         for (slot, i) in done {
             self.seg_done(slot, i, res, out, finished);
@@ -670,7 +842,15 @@ impl OwnedRing {
         };
         // (A shared flush retries itself: `flush_done`.)
         let mut retry = false;
+        let mut unpolled = None;
         if res < 0 && is_retry(-res) {
+            retry = true;
+        } else if res == -libc::EOPNOTSUPP && flight.segs[i].polled {
+            // The member's file does not take polled I/O after all (a filesystem's reads, say):
+            // not the member's failure. This operation, and the member's from now on, go to
+            // the main ring.
+            flight.segs[i].polled = false;
+            unpolled = Some(flight.segs[i].fd);
             retry = true;
         } else if res < 0 {
             let seg = &flight.req.segs[i];
@@ -702,8 +882,15 @@ impl OwnedRing {
         }
         let left = flight.left;
         if retry {
+            let polled = flight.segs[i].polled;
             let e = Self::entry(&mut self.rw_ops, flight, slot, i);
-            self.backlog.push_back(e);
+            self.lane(polled).backlog.push_back(e);
+        }
+        if let Some(fd) = unpolled {
+            self.polled_fallbacks += 1;
+            if !self.unpolled.contains(&fd) {
+                self.unpolled.push(fd);
+            }
         }
         if left == 0 {
             let Some(flight) = self.flights[slot].take() else {
@@ -736,26 +923,36 @@ impl Drop for OwnedRing {
         // Entries in the backlog never reached the kernel. Every submitted one must complete
         // before the buffers (and the registered arenas) go: wait for them.
         let mut sink = Vec::new();
-        while self.submitted > 0 || self.queued > 0 {
-            match self.ring.submit_and_wait(1) {
-                Ok(n) => {
-                    self.submitted += n;
-                    self.queued -= n.min(self.queued);
-                }
-                Err(e) if e.raw_os_error().is_some_and(is_retry) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
-                Err(_) => {
-                    // Freeing memory the kernel may still write is worse than stopping.
-                    std::process::abort();
-                }
+        loop {
+            // A lane waits for its own completions: the main ring's come by interrupt, the
+            // polled ring's by its own waits (which poll), so neither waits on the other.
+            let in_kernel = |l: &Lane| l.submitted > 0 || l.queued > 0;
+            if in_kernel(&self.main) {
+                self.main.wait_one();
+            } else if let Some(p) = self.polled.as_mut().filter(|p| in_kernel(p)) {
+                p.wait_one();
+            } else {
+                break;
             }
-            self.backlog.clear();
+            // Entries in a backlog never go (retries of what completed short included).
             let mut finished = 0;
+            self.clear_backlogs();
             self.reap(&mut sink, &mut finished);
-            self.backlog.clear();
+            self.clear_backlogs();
             sink.clear();
         }
     }
+}
+
+/// The iovecs of registered regions (address, length).
+fn iovecs(regions: &[(usize, usize)]) -> Vec<libc::iovec> {
+    regions
+        .iter()
+        .map(|&(p, l)| libc::iovec {
+            iov_base: p as *mut libc::c_void,
+            iov_len: l,
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -797,8 +994,8 @@ mod tests {
             assert!(
                 t0.elapsed().as_secs() < 10,
                 "completions did not arrive: {r:?} backlog {} queued {} got {}",
-                r.backlog.len(),
-                r.queued,
+                r.main.backlog.len(),
+                r.main.queued,
                 out.len()
             );
             std::thread::yield_now();
@@ -841,7 +1038,7 @@ mod tests {
             while out.is_empty() {
                 if wait_readable(&r.event_fd()) {
                     if deferred {
-                        assert_eq!(r.ring.completion().len(), 0, "posted before the pump");
+                        assert_eq!(r.main.ring.completion().len(), 0, "posted before the pump");
                     }
                     r.clear_event();
                     r.pump(&mut out).unwrap();
@@ -854,6 +1051,110 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    /// A file member that says its queue polls (a regular file on ext4 or xfs completes a
+    /// polled ring's operations too, by interrupt, which the ring's polling then finds).
+    #[derive(Debug)]
+    struct Polled(Arc<dyn Member>);
+
+    impl Member for Polled {
+        fn name(&self) -> &str {
+            self.0.name()
+        }
+        fn size_bytes(&self) -> u64 {
+            self.0.size_bytes()
+        }
+        fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), MemberError> {
+            self.0.read_at(offset, buf)
+        }
+        fn write_at(&self, offset: u64, buf: &[u8]) -> Result<(), MemberError> {
+            self.0.write_at(offset, buf)
+        }
+        fn flush(&self) -> Result<(), MemberError> {
+            self.0.flush()
+        }
+        fn direct_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+            self.0.direct_fd()
+        }
+        fn alignment(&self) -> usize {
+            self.0.alignment()
+        }
+        fn polled_io(&self) -> bool {
+            true
+        }
+    }
+
+    /// Reads and writes of a member whose queue polls go to the polled ring (registered
+    /// buffers too), its flushes to the main one; `polling` says so while they are in
+    /// flight; a request mixing both completes once, with the data written and read back.
+    #[test]
+    fn a_polling_members_reads_and_writes_go_to_the_polled_ring() {
+        let Some((_s, m, mut r)) = rig("polled") else {
+            return;
+        };
+        let mut bufs = BufferArena::with_buffers(2, 8192, 4096).unwrap();
+        r.register_arenas(&[bufs[0].arena().clone()]).unwrap();
+        if let Err(e) = r.enable_polling(8) {
+            eprintln!("skipped: no polled io_uring here ({e})");
+            return;
+        }
+        assert!(r.polls() && !r.polling());
+        let p: Arc<dyn Member> = Arc::new(Polled(m.clone()));
+        let seg = |member: &Arc<dyn Member>, kind, offset, range| RingSeg {
+            member: member.clone(),
+            kind,
+            offset,
+            buf: RingBuf::Main,
+            range,
+        };
+        let mut w = bufs.pop().unwrap();
+        for (j, x) in w.iter_mut().enumerate() {
+            *x = (j % 251) as u8;
+        }
+        let write = RingRequest {
+            tag: 1,
+            buf: Some(w),
+            more: Vec::new(),
+            scratch: RingScratch::new(),
+            segs: smallvec::smallvec![
+                seg(&p, RingOpKind::Write, 0, 0..4096),
+                seg(&p, RingOpKind::Write, 65536, 4096..8192),
+                seg(&p, RingOpKind::Flush, 0, 0..0),
+            ],
+        };
+        r.submit(write).unwrap();
+        assert!(r.polling(), "two writes wait for the polled ring");
+        let done = run_all(&mut r, 1);
+        assert!(done[0].result.is_ok(), "{:?}", done[0].result);
+        assert_eq!(r.polled_ops(), 2);
+        assert_eq!(r.op_counts(), (2, 0), "on registered memory");
+        assert_eq!(r.flush_counts(), (1, 1), "the flush went to the main ring");
+        assert!(!r.polling());
+        let read = RingRequest {
+            tag: 2,
+            buf: bufs.pop(),
+            more: Vec::new(),
+            scratch: RingScratch::new(),
+            segs: smallvec::smallvec![
+                seg(&p, RingOpKind::Read, 65536, 0..4096),
+                // Not polled: the main ring, in the same request.
+                seg(&m, RingOpKind::Read, 0, 4096..8192),
+            ],
+        };
+        r.submit(read).unwrap();
+        let done = run_all(&mut r, 1);
+        // Some filesystems refuse polled reads (ext4 on Linux 6.18 here): the read goes again
+        // to the main ring, and is no member error.
+        assert!(done[0].result.is_ok(), "{:?}", done[0].result);
+        assert_eq!(r.polled_ops(), 3);
+        eprintln!("polled operations refused and sent again: {}", r.polled_fallbacks());
+        assert!(r.polled_fallbacks() <= 1);
+        let b = done[0].buf.as_ref().unwrap();
+        let want: Vec<u8> = (4096..8192).chain(0..4096).map(|j| (j % 251) as u8).collect();
+        assert!(b[..] == want[..], "read back what was written");
+        assert!(!r.polling());
+        assert_eq!(r.in_flight(), 0);
     }
 
     /// Whether `fd` turns readable within 100 ms.

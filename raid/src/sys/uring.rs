@@ -44,6 +44,8 @@ pub struct FileMember {
     size: u64,
     align: usize,
     volatile_cache: bool,
+    /// A block device whose queue polls (see [`Member::polled_io`]).
+    polled: bool,
 }
 
 impl FileMember {
@@ -88,12 +90,14 @@ impl FileMember {
         // Works for regular files and block devices alike.
         let size = file.seek(SeekFrom::End(0)).map_err(open_err)?;
         let volatile_cache = write_cache_is_volatile(&file);
+        let polled = block.is_some_and(queue_polls);
         Ok(FileMember {
             name,
             file,
             size,
             align: align.max(512),
             volatile_cache,
+            polled,
         })
     }
 
@@ -200,6 +204,23 @@ impl Member for FileMember {
     fn volatile_write_cache(&self) -> bool {
         self.volatile_cache
     }
+
+    fn polled_io(&self) -> bool {
+        self.polled
+    }
+}
+
+/// Whether block device `rdev` (or the disk of a partition) has poll queues: its
+/// `queue/io_poll` in sysfs reads 1 (NVMe with `nvme.poll_queues` > 0).
+fn queue_polls(rdev: u64) -> bool {
+    let base = format!("/sys/dev/block/{}:{}", libc::major(rdev), libc::minor(rdev));
+    [
+        format!("{base}/queue/io_poll"),
+        format!("{base}/../queue/io_poll"),
+    ]
+    .iter()
+    .find_map(|p| std::fs::read_to_string(p).ok())
+    .is_some_and(|s| s.trim() == "1")
 }
 
 /// Reads the block device's `queue/write_cache` in sysfs ("write back" = volatile, "write

@@ -696,7 +696,16 @@ pub fn open_member(path: &Path, create_size: Option<u64>) -> std::io::Result<Arc
         BufferedFile::open(path, create_size)?;
     }
     match FileMember::open(path, 4096) {
-        Ok(m) => Ok(Arc::new(m)),
+        Ok(m) => {
+            if m.polled_io() {
+                tracing::info!(
+                    "{}: the device has poll queues (with io_poll = \"on\" its reads and \
+                     writes on the pollers' rings complete by polling)",
+                    path.display()
+                );
+            }
+            Ok(Arc::new(m))
+        }
         // Only a filesystem that refuses O_DIRECT (EINVAL: tmpfs on old kernels, some FUSE)
         // falls back; a missing path or a denied open is the real error and is reported as is.
         Err(raidline_raid::MemberError::Open { source, .. })

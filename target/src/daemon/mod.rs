@@ -503,6 +503,8 @@ pub struct TargetSpec {
     pub workers_per_namespace: usize,
     /// Where pollers run storage requests.
     pub io_path: crate::config::IoPath,
+    /// Whether members with poll queues complete by polling (a second, polled ring).
+    pub io_poll: crate::config::IoPoll,
     /// Payload pool per poller: (count, bytes) of small buffers and of large buffers.
     pub pool_small: (usize, usize),
     /// Large buffers (max transfer size).
@@ -536,6 +538,7 @@ impl TargetSpec {
             limits,
             workers_per_namespace: crate::config::DEFAULT_STORAGE_WORKERS as usize,
             io_path: crate::config::IoPath::default(),
+            io_poll: crate::config::IoPoll::default(),
             pool_small: (256, 128 << 10),
             pool_large: (16, limits.max_transfer as usize),
             subsystems: Vec::new(),
@@ -845,6 +848,18 @@ impl Target {
                                 "poller {id}: pool, receive buffers and scratch not registered \
                                  with its io_uring ({e}); plain reads and writes"
                             ),
+                        }
+                        if spec.io_poll == crate::config::IoPoll::On {
+                            match r.enable_polling(256) {
+                                Ok(()) => tracing::info!(
+                                    "poller {id}: a polled io_uring for the reads and writes of \
+                                     members with poll queues (io_poll = \"on\")"
+                                ),
+                                Err(e) => tracing::warn!(
+                                    "poller {id}: no polled io_uring ({e}); member I/O completes \
+                                     by interrupt"
+                                ),
+                            }
                         }
                         Some(r)
                     }

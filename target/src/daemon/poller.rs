@@ -141,6 +141,10 @@ pub(crate) struct Poller<F: Fabric> {
     ring_done: Vec<RingCompletion>,
     /// The ring's (fixed, plain) operation counts already added to the data-path metrics.
     ring_ops_seen: (u64, u64),
+    /// The ring's polled operations, and polled operations refused, already counted.
+    ring_polled_seen: u64,
+    /// See [`Poller::ring_polled_seen`].
+    ring_refused_seen: u64,
     /// Per request on the ring: what to hand the engine if it fails there (namespace, kind,
     /// first block, bytes).
     ring_redo: FxHashMap<u64, (usize, RequestKind, ArrayBlock, usize)>,
@@ -228,6 +232,8 @@ impl<F: Fabric> Poller<F> {
             ring: io.ring,
             ring_done: Vec::with_capacity(64),
             ring_ops_seen: (0, 0),
+            ring_polled_seen: 0,
+            ring_refused_seen: 0,
             ring_redo: FxHashMap::default(),
             writes: writes::Writes::default(),
             passes: PassCounts::default(),
@@ -377,6 +383,18 @@ impl<F: Fabric> Poller<F> {
         if !self.early.is_empty() {
             return;
         }
+        // Member operations on the polled ring complete only when polled: no interrupt would
+        // wake a sleep (`io_poll = "on"`, members with poll queues). A poller that may sleep
+        // offers its CPU to whatever else is runnable there between polls (the lab measured
+        // yielding ahead of spinning, both behind interrupts: README).
+        if self.ring.as_ref().is_some_and(OwnedRing::polling) {
+            match self.mode {
+                PollMode::Busy => std::hint::spin_loop(),
+                PollMode::Adaptive | PollMode::Event => std::thread::yield_now(),
+            }
+            self.phases.mark(Phase::Spin);
+            return;
+        }
         if self.cq.holds_completions() || !self.writes.parked.is_empty() {
             let d = due.map_or(HELD_POLL, |d| d.min(HELD_POLL));
             if d < SPIN_BELOW {
@@ -524,12 +542,23 @@ impl<F: Fabric> Poller<F> {
         let (fixed, plain) = ring.op_counts();
         let (seen_fixed, seen_plain) = self.ring_ops_seen;
         if (fixed, plain) != self.ring_ops_seen {
+            use std::sync::atomic::Ordering::Relaxed;
             let dp = &self.shared.data_path;
-            dp.ring_fixed_ops
-                .fetch_add(fixed - seen_fixed, std::sync::atomic::Ordering::Relaxed);
-            dp.ring_plain_ops
-                .fetch_add(plain - seen_plain, std::sync::atomic::Ordering::Relaxed);
+            dp.ring_fixed_ops.fetch_add(fixed - seen_fixed, Relaxed);
+            dp.ring_plain_ops.fetch_add(plain - seen_plain, Relaxed);
+            let polled = ring.polled_ops();
+            dp.ring_polled_ops.fetch_add(polled - self.ring_polled_seen, Relaxed);
+            self.ring_polled_seen = polled;
             self.ring_ops_seen = (fixed, plain);
+            let refused = ring.polled_fallbacks();
+            if refused != self.ring_refused_seen {
+                self.ring_refused_seen = refused;
+                tracing::warn!(
+                    "poller {}: the kernel refused polled I/O on a member ({refused} operations \
+                     so far); that member's reads and writes now complete by interrupt",
+                    self.id
+                );
+            }
         }
         let mut work = out.len();
         for c in out.drain(..) {
