@@ -383,7 +383,10 @@ impl std::fmt::Debug for OwnedRing {
         f.debug_struct("OwnedRing")
             .field("in_flight", &self.in_flight())
             .field("submitted", &self.main.submitted)
-            .field("polled_submitted", &self.polled.as_ref().map(|p| p.submitted))
+            .field(
+                "polled_submitted",
+                &self.polled.as_ref().map(|p| p.submitted),
+            )
             .field("rw_ops", &self.rw_ops)
             .finish()
     }
@@ -1148,10 +1151,16 @@ mod tests {
         // to the main ring, and is no member error.
         assert!(done[0].result.is_ok(), "{:?}", done[0].result);
         assert_eq!(r.polled_ops(), 3);
-        eprintln!("polled operations refused and sent again: {}", r.polled_fallbacks());
+        eprintln!(
+            "polled operations refused and sent again: {}",
+            r.polled_fallbacks()
+        );
         assert!(r.polled_fallbacks() <= 1);
         let b = done[0].buf.as_ref().unwrap();
-        let want: Vec<u8> = (4096..8192).chain(0..4096).map(|j| (j % 251) as u8).collect();
+        let want: Vec<u8> = (4096..8192)
+            .chain(0..4096)
+            .map(|j| (j % 251) as u8)
+            .collect();
         assert!(b[..] == want[..], "read back what was written");
         assert!(!r.polling());
         assert_eq!(r.in_flight(), 0);

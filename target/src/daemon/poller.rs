@@ -547,7 +547,8 @@ impl<F: Fabric> Poller<F> {
             dp.ring_fixed_ops.fetch_add(fixed - seen_fixed, Relaxed);
             dp.ring_plain_ops.fetch_add(plain - seen_plain, Relaxed);
             let polled = ring.polled_ops();
-            dp.ring_polled_ops.fetch_add(polled - self.ring_polled_seen, Relaxed);
+            dp.ring_polled_ops
+                .fetch_add(polled - self.ring_polled_seen, Relaxed);
             self.ring_polled_seen = polled;
             self.ring_ops_seen = (fixed, plain);
             let refused = ring.polled_fallbacks();
