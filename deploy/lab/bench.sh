@@ -97,6 +97,9 @@ if [ "${LAB_ROLE:-}" = "" ]; then
         --env "BENCH_JOBS=$only" --env "BENCH_DEGRADED=$degraded" --env "BENCH_THEN=$then_rev"
         --env "BENCH_PROTO=$proto")
   [ -z "$results" ] || args+=(--results "$results")
+  # A polled variant (PATH~on) needs the drives' poll queues; otherwise the guest has none, as
+  # in every other lab run.
+  [[ " $paths " != *"~on"* ]] || args+=(--poll-queues 1)
   exec "$here/run" "${args[@]}" -- "$here/bench.sh"
 fi
 

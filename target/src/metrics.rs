@@ -143,8 +143,8 @@ pub struct DataPathMetrics {
     pub ring_fixed_ops: AtomicU64,
     /// See [`DataPathMetrics::ring_fixed_ops`].
     pub ring_plain_ops: AtomicU64,
-    /// Of those, the ones on the pollers' polled rings (members with poll queues,
-    /// `io_poll = "on"`): completed by polling, with no interrupt.
+    /// Of those, the ones issued to the pollers' polled rings (members with poll queues,
+    /// `io_poll = "on"`), to complete by polling, with no interrupt.
     pub ring_polled_ops: AtomicU64,
     /// Passes of the pollers' loops that found work, and passes that found none (the poller
     /// then spun, napped or slept).
@@ -498,7 +498,7 @@ pub fn render_all(
             ),
             (
                 "raidline_ring_polled_operations_total",
-                "Of the member reads and writes on the pollers' io_uring rings, those completed by polling the drives' queues (members with poll queues, io_poll = on), with no interrupt.",
+                "Of the member reads and writes on the pollers' io_uring rings, those issued to the polled rings (members with poll queues, io_poll = on), to complete with no interrupt (an operation the kernel refused as not pollable went again by interrupt, and counts here too).",
                 "",
                 &[("", &dp.ring_polled_ops)],
             ),

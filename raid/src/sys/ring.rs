@@ -27,9 +27,10 @@
 //!   then is the buffer handed back. Dropping the ring waits for every submitted operation.
 //!   So the memory an SQE points to stays allocated while the kernel may use it, and no Rust
 //!   reference reads or writes it meanwhile (the request is not reachable from outside);
-//! - **registered memory**: [`OwnedRing::register_arenas`] keeps each arena's `Arc` until the
-//!   registration is replaced or the ring drops (`ring` is dropped before `arenas`); a fixed
-//!   operation is issued only when its whole range lies inside one registered region;
+//! - **registered memory**: [`OwnedRing::register_arenas`] keeps each arena's `Arc` until
+//!   every ring (the main one and the polled one) has dropped its registration or the rings
+//!   drop (they are dropped before `arenas`); a fixed operation is issued only when its whole
+//!   range lies inside one region that every ring holds, at the same index;
 //! - **fds**: an SQE uses the raw fd of a member whose `Arc` the request holds, so the file
 //!   stays open until the operation completed.
 
@@ -233,8 +234,8 @@ struct SharedFlush {
 
 /// One poller's io_uring (see the module documentation).
 ///
-/// Field order matters: `ring` drops (and with it the kernel's registration) before
-/// `arenas` release the memory; [`Drop`] first waits for every submitted operation.
+/// Field order matters: the rings (`main`, `polled`) drop, and with them the kernel's
+/// registrations, before `arenas` release the memory; [`Drop`] first waits for every submitted operation.
 pub struct OwnedRing {
     /// The ring every operation goes to but polled ones; its eventfd wakes the owner.
     main: Lane,
@@ -256,8 +257,11 @@ pub struct OwnedRing {
     /// Of those, how many the kernel refused as not pollable (`EOPNOTSUPP`) and went again
     /// to the main ring.
     polled_fallbacks: u64,
-    /// Descriptors whose polled operations were refused: theirs go to the main ring.
+    /// Descriptors whose polled operations were refused: theirs go to the main ring (a
+    /// descriptor number reused by a later member keeps it there: slower, not wrong).
     unpolled: Vec<RawFd>,
+    /// The member of the last refusal.
+    last_unpolled: Option<String>,
     /// Shared flushes per member descriptor.
     flushes: HashMap<RawFd, SharedFlush>,
     /// Flush operations requested, and flushes issued to the kernel.
@@ -439,6 +443,7 @@ impl OwnedRing {
             polled_ops: 0,
             polled_fallbacks: 0,
             unpolled: Vec::new(),
+            last_unpolled: None,
             flushes: HashMap::new(),
             flush_ops: (0, 0),
         })
@@ -479,8 +484,9 @@ impl OwnedRing {
         };
         if !self.regions.is_empty() {
             let iovecs = iovecs(&self.regions);
-            // SAFETY: the regions are those of `self.arenas`, kept until this lane is
-            // dropped (`polled` is dropped before `arenas`) or unregistered with the others.
+            // SAFETY: the regions are those of `self.arenas`, kept until this ring's
+            // registration is dropped (`register_arenas`, or the ring's drop: `polled` is
+            // dropped before `arenas`).
             unsafe { ring.submitter().register_buffers(&iovecs)? };
         }
         self.polled = Some(Lane::new(ring, disabled));
@@ -524,23 +530,31 @@ impl OwnedRing {
                 "requests in flight",
             ));
         }
-        if !self.regions.is_empty() {
+        // No fixed operation until every ring holds the new registration.
+        self.regions.clear();
+        if !self.arenas.is_empty() {
             for lane in std::iter::once(&mut self.main).chain(self.polled.as_mut()) {
-                lane.ring.submitter().unregister_buffers()?;
+                match lane.ring.submitter().unregister_buffers() {
+                    // ENXIO: this ring holds none (a registration that failed part-way).
+                    Err(e) if e.raw_os_error() != Some(libc::ENXIO) => return Err(e),
+                    _ => {}
+                }
             }
-            self.regions.clear();
             self.arenas.clear();
         }
         let regions: Vec<(usize, usize)> = arenas.iter().map(|a| a.region()).collect();
         let iovecs = iovecs(&regions);
+        // Kept from before the first ring registers: a failure part-way leaves the rings that
+        // registered holding the memory, which stays allocated until the next call drops
+        // their registrations (or the rings drop).
+        self.arenas = arenas.to_vec();
         for lane in std::iter::once(&mut self.main).chain(self.polled.as_mut()) {
-            // SAFETY: every region belongs to an arena whose `Arc` is stored in
-            // `self.arenas` right after this loop and released only after unregistering (or
-            // after the lanes dropped), so the memory stays allocated while registered.
+            // SAFETY: every region belongs to an arena whose `Arc` is in `self.arenas`, which
+            // is released only after every ring's registration is dropped (above, or with the
+            // rings), so the memory stays allocated while registered.
             unsafe { lane.ring.submitter().register_buffers(&iovecs)? };
         }
         self.regions = regions;
-        self.arenas = arenas.to_vec();
         Ok(())
     }
 
@@ -570,6 +584,11 @@ impl OwnedRing {
     /// operation of their member does: not counted as member errors.
     pub fn polled_fallbacks(&self) -> u64 {
         self.polled_fallbacks
+    }
+
+    /// The member whose polled operation was refused last ([`OwnedRing::polled_fallbacks`]).
+    pub fn last_refused_member(&self) -> Option<&str> {
+        self.last_unpolled.as_deref()
     }
 
     /// (flush operations requested, flushes issued to the kernel) so far: the difference is
@@ -756,18 +775,25 @@ impl OwnedRing {
             self.main.fill(&mut self.flushes);
             // Deferred completions wait for an enter with GETEVENTS, which `submit` adds while
             // the kernel flags task work as pending.
+            // A failing enter on one ring does not keep the other's completions (or those
+            // that arrived) from being reaped: the first error is returned after the reap.
+            let mut failed = None;
             if self.main.queued > 0 || (self.deferred && self.main.ring.submission().taskrun()) {
-                self.main.enter()?;
+                failed = self.main.enter().err();
             }
             if let Some(p) = self.polled.as_mut() {
                 p.fill(&mut self.flushes);
                 // On a polled ring an enter (always with GETEVENTS) also polls the queues of
                 // what was submitted before: the only way its completions arrive.
                 if p.queued > 0 || p.submitted > 0 {
-                    p.enter()?;
+                    let e = p.enter().err();
+                    failed = failed.or(e);
                 }
             }
             let reaped = self.reap(out, &mut finished);
+            if let Some(e) = failed {
+                return Err(e);
+            }
             // Short transfers re-queued entries: go round again, a few times at most.
             let backlog = !self.main.backlog.is_empty()
                 || self.polled.as_ref().is_some_and(|p| !p.backlog.is_empty());
@@ -853,7 +879,10 @@ impl OwnedRing {
             // not the member's failure. This operation, and the member's from now on, go to
             // the main ring.
             flight.segs[i].polled = false;
-            unpolled = Some(flight.segs[i].fd);
+            unpolled = Some((
+                flight.segs[i].fd,
+                flight.req.segs[i].member.name().to_string(),
+            ));
             retry = true;
         } else if res < 0 {
             let seg = &flight.req.segs[i];
@@ -889,8 +918,9 @@ impl OwnedRing {
             let e = Self::entry(&mut self.rw_ops, flight, slot, i);
             self.lane(polled).backlog.push_back(e);
         }
-        if let Some(fd) = unpolled {
+        if let Some((fd, name)) = unpolled {
             self.polled_fallbacks += 1;
+            self.last_unpolled = Some(name);
             if !self.unpolled.contains(&fd) {
                 self.unpolled.push(fd);
             }
@@ -927,13 +957,14 @@ impl Drop for OwnedRing {
         // before the buffers (and the registered arenas) go: wait for them.
         let mut sink = Vec::new();
         loop {
-            // A lane waits for its own completions: the main ring's come by interrupt, the
-            // polled ring's by its own waits (which poll), so neither waits on the other.
+            // The polled ring first: its waits poll, so its completions arrive whatever else
+            // is pending, where a wait on the main ring would leave them unpolled meanwhile
+            // (only the driver's timeout would poll them).
             let in_kernel = |l: &Lane| l.submitted > 0 || l.queued > 0;
-            if in_kernel(&self.main) {
-                self.main.wait_one();
-            } else if let Some(p) = self.polled.as_mut().filter(|p| in_kernel(p)) {
+            if let Some(p) = self.polled.as_mut().filter(|p| in_kernel(p)) {
                 p.wait_one();
+            } else if in_kernel(&self.main) {
+                self.main.wait_one();
             } else {
                 break;
             }
@@ -1164,6 +1195,41 @@ mod tests {
         assert!(b[..] == want[..], "read back what was written");
         assert!(!r.polling());
         assert_eq!(r.in_flight(), 0);
+    }
+
+    /// Registering arenas after the polled ring exists registers them with both rings, at
+    /// the same indices: a polled write on registered memory goes out fixed.
+    #[test]
+    fn arenas_registered_after_polling_is_enabled_serve_both_rings() {
+        let Some((_s, m, mut r)) = rig("polled-late") else {
+            return;
+        };
+        if let Err(e) = r.enable_polling(8) {
+            eprintln!("skipped: no polled io_uring here ({e})");
+            return;
+        }
+        let mut bufs = BufferArena::with_buffers(1, 4096, 4096).unwrap();
+        r.register_arenas(&[bufs[0].arena().clone()]).unwrap();
+        // Again: the rings drop the first registration and take the new one.
+        r.register_arenas(&[bufs[0].arena().clone()]).unwrap();
+        let p: Arc<dyn Member> = Arc::new(Polled(m));
+        r.submit(RingRequest {
+            tag: 1,
+            buf: bufs.pop(),
+            more: Vec::new(),
+            scratch: RingScratch::new(),
+            segs: smallvec::smallvec![RingSeg {
+                member: p,
+                kind: RingOpKind::Write,
+                offset: 8192,
+                buf: RingBuf::Main,
+                range: 0..4096,
+            }],
+        })
+        .unwrap();
+        let done = run_all(&mut r, 1);
+        assert!(done[0].result.is_ok(), "{:?}", done[0].result);
+        assert_eq!((r.polled_ops(), r.op_counts()), (1, (1, 0)));
     }
 
     /// Whether `fd` turns readable within 100 ms.

@@ -449,7 +449,9 @@ impl<F: Fabric> Poller<F> {
                 }
                 work += self.intake();
                 work += self.poll_storage(&mut Vec::new());
-                if work > 0 {
+                // (Whatever started a polled operation counted as work; checked anyway: no
+                // interrupt would end this sleep for it.)
+                if work > 0 || self.ring.as_ref().is_some_and(OwnedRing::polling) {
                     self.waker.awake();
                     self.phases.mark(Phase::Arm);
                     return;
@@ -555,9 +557,10 @@ impl<F: Fabric> Poller<F> {
             if refused != self.ring_refused_seen {
                 self.ring_refused_seen = refused;
                 tracing::warn!(
-                    "poller {}: the kernel refused polled I/O on a member ({refused} operations \
-                     so far); that member's reads and writes now complete by interrupt",
-                    self.id
+                    "poller {}: the kernel refused polled I/O on {} ({refused} operations so \
+                     far): that member's reads and writes now complete by interrupt",
+                    self.id,
+                    ring.last_refused_member().unwrap_or("a member")
                 );
             }
         }
