@@ -305,9 +305,14 @@ impl Lane {
         self.queued > 0 || !self.backlog.is_empty()
     }
 
+    /// Entries handed to the kernel, or pushed to it, whose completion was not reaped yet.
+    fn in_kernel(&self) -> bool {
+        self.submitted > 0 || self.queued > 0
+    }
+
     /// Entries in the kernel or on their way there.
     fn busy(&self) -> bool {
-        self.submitted > 0 || self.has_queued()
+        self.in_kernel() || !self.backlog.is_empty()
     }
 
     /// Moves backlog entries into the submission queue while it has room, and no more than
@@ -466,12 +471,7 @@ impl OwnedRing {
         if self.polled.is_some() {
             return Ok(());
         }
-        if self.in_flight() > 0 {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::WouldBlock,
-                "requests in flight",
-            ));
-        }
+        self.refuse_in_flight()?;
         let entries = entries.max(8);
         let (ring, disabled) = match IoUring::builder()
             .setup_iopoll()
@@ -512,6 +512,17 @@ impl OwnedRing {
         }
     }
 
+    /// Refuses a change of rings or registrations while requests are in them.
+    fn refuse_in_flight(&self) -> std::io::Result<()> {
+        if self.in_flight() > 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                "requests in flight",
+            ));
+        }
+        Ok(())
+    }
+
     /// The lane an operation goes to.
     fn lane(&mut self, polled: bool) -> &mut Lane {
         match (polled, self.polled.as_mut()) {
@@ -524,12 +535,7 @@ impl OwnedRing {
     /// whose range lies inside one go out as `READ_FIXED`/`WRITE_FIXED`. Refused while
     /// requests are in the ring.
     pub fn register_arenas(&mut self, arenas: &[Arc<BufferArena>]) -> std::io::Result<()> {
-        if self.in_flight() > 0 {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::WouldBlock,
-                "requests in flight",
-            ));
-        }
+        self.refuse_in_flight()?;
         // No fixed operation until every ring holds the new registration.
         self.regions.clear();
         if !self.arenas.is_empty() {
@@ -960,10 +966,9 @@ impl Drop for OwnedRing {
             // The polled ring first: its waits poll, so its completions arrive whatever else
             // is pending, where a wait on the main ring would leave them unpolled meanwhile
             // (only the driver's timeout would poll them).
-            let in_kernel = |l: &Lane| l.submitted > 0 || l.queued > 0;
-            if let Some(p) = self.polled.as_mut().filter(|p| in_kernel(p)) {
+            if let Some(p) = self.polled.as_mut().filter(|p| p.in_kernel()) {
                 p.wait_one();
-            } else if in_kernel(&self.main) {
+            } else if self.main.in_kernel() {
                 self.main.wait_one();
             } else {
                 break;

@@ -210,17 +210,22 @@ impl Member for FileMember {
     }
 }
 
-/// Whether block device `rdev` (or the disk of a partition) has poll queues: its
-/// `queue/io_poll` in sysfs reads 1 (NVMe with `nvme.poll_queues` > 0).
+/// Whether block device `rdev` has poll queues: its `queue/io_poll` reads 1 (NVMe with
+/// `nvme.poll_queues` > 0).
 fn queue_polls(rdev: u64) -> bool {
-    let base = format!("/sys/dev/block/{}:{}", libc::major(rdev), libc::minor(rdev));
+    queue_attr(rdev, "io_poll").is_some_and(|s| s.trim() == "1")
+}
+
+/// Block device `dev`'s `queue/NAME` in sysfs, or its disk's for a partition (which has no
+/// queue of its own).
+fn queue_attr(dev: u64, name: &str) -> Option<String> {
+    let base = format!("/sys/dev/block/{}:{}", libc::major(dev), libc::minor(dev));
     [
-        format!("{base}/queue/io_poll"),
-        format!("{base}/../queue/io_poll"),
+        format!("{base}/queue/{name}"),
+        format!("{base}/../queue/{name}"),
     ]
     .iter()
     .find_map(|p| std::fs::read_to_string(p).ok())
-    .is_some_and(|s| s.trim() == "1")
 }
 
 /// Reads the block device's `queue/write_cache` in sysfs ("write back" = volatile, "write
@@ -235,17 +240,7 @@ fn write_cache_is_volatile(file: &File) -> bool {
     } else {
         meta.dev()
     };
-    let (major, minor) = (libc::major(dev), libc::minor(dev));
-    let base = format!("/sys/dev/block/{major}:{minor}");
-    for path in [
-        format!("{base}/queue/write_cache"),
-        format!("{base}/../queue/write_cache"),
-    ] {
-        if let Ok(s) = std::fs::read_to_string(&path) {
-            return s.trim() != "write through";
-        }
-    }
-    true
+    queue_attr(dev, "write_cache").is_none_or(|s| s.trim() != "write through")
 }
 
 /// A registered memory region (address range and its fixed-buffer index).
