@@ -28,7 +28,7 @@
 # ACK timeout after it was armed and retries whatever is outstanding, lost or not. With
 # BN_CHECK=1 (deploy/lab/checks/56-bottleneck.sh) it exits 1 when off's ping does not rise
 # >= 10x (no bottleneck to judge), or a law costs throughput (< 0.9 x off), starves a queue
-# pair (Jain < 0.9), makes the tbf drop or leaves its queue's median above 0.75 x off's; and
+# pair (Jain < 0.9), makes the tbf drop or leaves its queue's median above 0.85 x off's; and
 # it prints, PASS or NOT MET, issue 17 item 3's
 # control bounds: retransmits ~ 0 (no gap at the host, no sequence error, at most 3 retries
 # of rxe's never-cancelled retransmit timer a phase), the queue's median within 3x the law's
@@ -331,13 +331,14 @@ for name in names:
         f"Jain {a['jain']:.3f} >= 0.9": a["jain"] >= 0.9,
         f"no drop at the tbf ({a['drop']})": a["drop"] == 0,
         # the law does act on the queue: a pacer gone quiet would leave off's queue (the law
-        # held it at 0.49-0.55 x off's median on the loaded and the unloaded host, 2026-12-07)
-        f"queue p50 {a['q50']:.1f} ms <= 0.75 x off's {off['q50']:.1f}":
-            a["q50"] <= 0.75 * off["q50"],
+        # held it at 0.49-0.70 x off's median in three runs on 2026-12-07; off's phases of a
+        # run agree within 2-8 %)
+        f"queue p50 {a['q50']:.1f} ms <= 0.85 x off's {off['q50']:.1f}":
+            a["q50"] <= 0.85 * off["q50"],
     }
     # Issue 17 item 3's control bounds (open): printed every run; they fail the check only
     # with BN_CHECK=issue17. On the lab's host of 2026-12-07 the law held the tbf's queue at a
-    # median of 14-22 ms against 3 x its 6.3 ms target (README), so they do not gate CI yet.
+    # median of 14-26 ms against 3 x its 6.3 ms target (README), so they do not gate CI yet.
     bars = {
         # "retransmits ~ 0": nothing lost (no gap at the host, no sequence error), and at most
         # 3 retries a phase by rxe's retransmit timer, which is never cancelled and so fires

@@ -8,10 +8,10 @@
 # alternating rounds (off, rtt-aimd, off, rtt-aimd: the lab's figures are ratios in the same
 # guests). Fails when off's queue does not fill (ping p50 < 10x unloaded: nothing to judge), or
 # the law costs throughput (< 0.9x off), starves a queue pair (Jain < 0.9), makes the tbf drop,
-# or leaves the tbf's queue (its backlog / rate) at a median above 0.75x off's. Prints the
+# or leaves the tbf's queue (its backlog / rate) at a median above 0.85x off's. Prints the
 # off/on table (ping, the tbf's queue, rxe's retransmit and sequence-error counters) and, PASS
 # or NOT MET, issue 17 item 3's control bounds, which do not gate while the issue is open (the
-# law held the queue's median at 14-22 ms against 3x its 6.3 ms target on 2026-12-07's host):
+# law held the queue's median at 14-26 ms against 3x its 6.3 ms target on 2026-12-07's host):
 # retransmits ~ 0, the queue's median within 3x the law's target, its p99 below off's.
 # BN_CHECK=issue17 makes those fail the check too.
 # The steps are deploy/lab/bottleneck.sh (also runnable alone, with other laws and parameters).
