@@ -29,11 +29,10 @@
 # BN_CHECK=1 (deploy/lab/checks/56-bottleneck.sh) it exits 1 when off's ping does not rise
 # >= 10x (no bottleneck to judge), or a law costs throughput (< 0.9 x off), starves a queue
 # pair (Jain < 0.9), makes the tbf drop or leaves its queue's median above 0.85 x off's; and
-# it prints, PASS or NOT MET, issue 17 item 3's
-# control bounds: retransmits ~ 0 (no gap at the host, no sequence error, at most 3 retries
-# of rxe's never-cancelled retransmit timer a phase), the queue's median within 3x the law's
-# target (its `target` column: ms above the base RTT at the mean per-QP rate, from `raidline
-# cc show`), and its p99 below off's. BN_CHECK=issue17 exits 1 on those as well. The queue is
+# it prints, PASS or NOT MET, issue 17 item 3's control bounds: retransmits ~ 0 (no gap at
+# the host, no sequence error, at most 3 retries of rxe's never-cancelled retransmit timer a
+# phase), the queue's median within 3x the law's target (its `target` column: ms above the
+# base RTT at the mean per-QP rate, from `raidline cc show`), and its p99 below off's. BN_CHECK=issue17 exits 1 on those as well. The queue is
 # the tbf's own (tbf50, tbf99: its backlog / rate, sampled about 10 times a second by the
 # serving side while fio runs): a ping's RTT also carries both TCG guests' scheduling, which
 # on a loaded host adds tens of ms with the tbf all but empty.
