@@ -145,35 +145,29 @@ lab_modules nvme-rdma
 lab_nvme_timeouts 30
 lab_hostnqn
 
-# p50 and p99 of ping's RTTs (ms) in file $1, and how many were above 30 ms.
-ping_stats() {
-  python3 - "$1" <<'EOF'
+# Delays (ms) sampled in file $1: ping's RTTs ($2 = ping), or the tbf's queueing delay, its
+# backlog x 8 / rate, sampled while loaded ($2 = backlog). Prints their p50 and p99, how many
+# were above 30 ms and how many there were; "nan nan 0 0" with none (or no tbf's rate).
+delay_stats() {
+  python3 - "$1" "$2" "$rate" <<'EOF'
 import re, sys
-v = sorted(float(m) for m in re.findall(r"time=([0-9.]+)", open(sys.argv[1]).read()))
-if not v:
-    print("nan nan 0"); sys.exit()
-q = lambda p: v[min(len(v) - 1, int(p * len(v)))]
-print(f"{q(0.5):.2f} {q(0.99):.2f} {sum(1 for x in v if x > 30)}")
-EOF
-}
-
-# p50 and p99 of the tbf's queueing delay (ms: backlog x 8 / rate) sampled while loaded, from
-# file $1, and how many samples; "nan nan 0" without a tbf or samples.
-backlog_stats() {
-  python3 - "$1" "$rate" <<'EOF'
-import re, sys
-m = re.fullmatch(r"([0-9.]+)(bit|kbit|mbit|gbit)", sys.argv[2])
 try:
     text = open(sys.argv[1]).read()
 except OSError:
     text = ""
-unit = {"b": 1, "Kb": 1024, "Mb": 1024 * 1024}
-v = sorted(float(n) * unit[u] for n, u in re.findall(r"backlog ([0-9.]+)(b|Kb|Mb)", text))
-if not m or not v:
-    print("nan nan 0"); sys.exit()
-bps = float(m.group(1)) * {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9}[m.group(2)]
-q = lambda p: v[min(len(v) - 1, int(p * len(v)))] * 8 / bps * 1e3
-print(f"{q(0.5):.2f} {q(0.99):.2f} {len(v)}")
+if sys.argv[2] == "ping":
+    v = [float(m) for m in re.findall(r"time=([0-9.]+)", text)]
+else:
+    m = re.fullmatch(r"([0-9.]+)(bit|kbit|mbit|gbit)", sys.argv[3])
+    bps = m and float(m.group(1)) * {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9}[m.group(2)]
+    unit = {"b": 1, "Kb": 1024, "Mb": 1024 * 1024}
+    v = [float(n) * unit[u] * 8 / bps * 1e3
+         for n, u in re.findall(r"backlog ([0-9.]+)(b|Kb|Mb)", text)] if bps else []
+if not v:
+    print("nan nan 0 0"); sys.exit()
+v.sort()
+q = lambda p: v[min(len(v) - 1, int(p * len(v)))]
+print(f"{q(0.5):.2f} {q(0.99):.2f} {sum(1 for x in v if x > 30)} {len(v)}")
 EOF
 }
 
@@ -232,9 +226,9 @@ for algo in $algos; do
   lab_wait "stopped-$i" 300
   cp "$LAB_RUN/sync/status-$i.json" "$LAB_RUN/sync/target-$i.txt" "$out/"
   [ ! -e "$LAB_RUN/sync/backlog-$i.txt" ] || cp "$LAB_RUN/sync/backlog-$i.txt" "$out/"
-  read -r p50 p99 over30 < <(ping_stats "$out/ping-load-$i.txt")
-  read -r i50 i99 _ < <(ping_stats "$out/ping-idle-$i.txt")
-  read -r b50 b99 bn < <(backlog_stats "$out/backlog-$i.txt")
+  read -r p50 p99 over30 _ < <(delay_stats "$out/ping-load-$i.txt" ping)
+  read -r i50 i99 _ < <(delay_stats "$out/ping-idle-$i.txt" ping)
+  read -r b50 b99 _ bn < <(delay_stats "$out/backlog-$i.txt" backlog)
   row=$(python3 - "$out/fio-$i.json" "$out/status-$i.json" "$out/target-$i.txt" "$rx_before" "$rx_after" "$out/cc-show-$i.txt" <<'EOF'
 import json, math, re, sys
 fio = json.load(open(sys.argv[1]))
