@@ -346,12 +346,14 @@ impl NetRtt {
     }
 
     /// [`NetRtt::probe_answered_paced`] where the runtime spent `local` of the raw RTT where it
-    /// could not see the answer: inside post calls made after the probe's (on rxe, a user
-    /// queue pair's packet work runs inside the call, and over a loopback the peer's too, so a
-    /// 128 KiB RDMA READ posted after a probe returned 3.0-3.5 ms later in the lab's one
-    /// guest, and 42 % of the probes with nothing ahead of them read that as the path). It is
-    /// taken off with the rest, within the same floor: the answer came at the earliest when
-    /// that time began, at the latest when it ended.
+    /// could not see the answer: inside post calls made after the probe's and after the last
+    /// completion poll that did not find it (on rxe, a user queue pair's packet work runs
+    /// inside the call, and over a loopback the peer's too, so a 128 KiB RDMA READ posted
+    /// after a probe returned 3.0-3.5 ms later in the lab's one guest, and 42 % of the probes
+    /// with nothing ahead of them read that as the path). It is taken off with the rest,
+    /// within the same floor: the answer came at the earliest when that time began, at the
+    /// latest when it ended. Posting before a poll that did not find the answer hid nothing,
+    /// and is the runtime's to leave in (see the daemon's `PollerPacing::posting`).
     pub fn probe_answered_local(
         &mut self,
         now: Nanos,

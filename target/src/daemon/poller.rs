@@ -25,7 +25,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use phases::{PassCounts, Phase};
 use raidline_cc::netrtt::Dir;
-use raidline_cc::Nanos;
 use raidline_fabric::slab::{Chain, SrqEndpoint, WrKind};
 use raidline_fabric::sys_poll::wait_ready;
 use raidline_fabric::{
@@ -42,6 +41,7 @@ use raidline_raid::{
 mod auth;
 mod iser;
 mod pace;
+use pace::Seen;
 pub(crate) use pace::CHUNK_SLOTS;
 mod phases;
 mod table;
@@ -163,14 +163,13 @@ pub(crate) struct Poller<F: Fabric> {
     pass_clock: Option<Instant>,
     /// With `raidline::poll` tracing on: when this pass polled its completion queue.
     traced_poll: Option<Instant>,
-    /// Completions read early, after a long post while queues are paced, each with the time it
-    /// was seen and the posting clock then ([`Poller::stamp_poll`]); handled, in order, before
-    /// the queue is polled again.
-    early: Vec<(Instant, Nanos, Wc)>,
+    /// Completions read early, after a long post while queues are paced, each with when it was
+    /// seen ([`Poller::stamp_poll`]); handled, in order, before the queue is polled again.
+    early: Vec<(Seen, Wc)>,
     early_tmp: Vec<Wc>,
-    /// When the completion being handled was seen, if earlier than its handling, and the
-    /// posting clock then (`PollerPacing::posting`).
-    wc_at: Option<(Instant, Nanos)>,
+    /// When the completion being handled was seen, if earlier than its handling, with the
+    /// posting clock then and at the poll before (`PollerPacing::cq_polled`).
+    wc_at: Option<Seen>,
     /// While storage completions are handled, responses wait in `held_responses`
     /// (see [`Self::poll_storage`]).
     hold_responses: bool,
@@ -292,8 +291,11 @@ impl<F: Fabric> Poller<F> {
             // in the batch: handling the ones before (a write task's parity, a post whose
             // packet work rxe does in the call) took milliseconds in the lab's guests, and a
             // probe's answer behind them read that as network delay.
-            let polled_at = (self.pace.paced > 0 && !wcs.is_empty())
-                .then(|| (Instant::now(), self.pace.posting()));
+            let polled_at = if self.early.is_empty() {
+                self.pace.cq_polled(!wcs.is_empty())
+            } else {
+                None
+            };
             self.phases.mark(Phase::CqPoll);
             let traced = tracing::enabled!(target: "raidline::poll", tracing::Level::TRACE);
             self.traced_poll = traced.then(Instant::now);
@@ -775,8 +777,8 @@ impl<F: Fabric> Poller<F> {
         }
         let mut early = std::mem::take(&mut self.early);
         let n = early.len();
-        for (t, posting, wc) in early.drain(..) {
-            self.wc_at = Some((t, posting));
+        for (seen, wc) in early.drain(..) {
+            self.wc_at = Some(seen);
             self.on_wc(wc);
         }
         self.wc_at = None;
@@ -798,10 +800,8 @@ impl<F: Fabric> Poller<F> {
         let mut tmp = std::mem::take(&mut self.early_tmp);
         tmp.clear();
         if let Ok(n) = self.cq.poll(&mut tmp, 64) {
-            if n > 0 {
-                let t = Instant::now();
-                let posting = self.pace.posting();
-                self.early.extend(tmp.drain(..).map(|wc| (t, posting, wc)));
+            if let Some(seen) = self.pace.cq_polled(n > 0) {
+                self.early.extend(tmp.drain(..).map(|wc| (seen, wc)));
             }
         }
         self.early_tmp = tmp;

@@ -76,6 +76,24 @@ pub(crate) struct PollerPacing {
     /// Time spent inside send-side post calls while a queue is paced (see
     /// [`PollerPacing::posting`]).
     posting: Nanos,
+    /// The posting clock at the latest completion poll ([`PollerPacing::cq_polled`]).
+    polled: Nanos,
+}
+
+/// The posting that can have hidden a probe's answer read at posting clock `posting`: the part
+/// since `before` (the clock at the completion poll before the one that read it) or since
+/// `probe` (the clock at the probe's post) if that came later.
+fn hidden_posting(posting: Nanos, before: Nanos, probe: Nanos) -> Nanos {
+    posting.saturating_sub(before.max(probe))
+}
+
+/// When a completion was seen: the clock, the posting clock then, and the posting clock at the
+/// completion poll before the one that read it ([`PollerPacing::cq_polled`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Seen {
+    at: Instant,
+    posting: Nanos,
+    posting_before: Nanos,
 }
 
 impl PollerPacing {
@@ -90,7 +108,22 @@ impl PollerPacing {
             clockless: 0,
             paced: 0,
             posting: Nanos::ZERO,
+            polled: Nanos::ZERO,
         }
+    }
+
+    /// The completion queue was just polled (`found`: it gave completions). With a queue
+    /// paced and something found, when they were seen: the time now, the posting clock, and
+    /// the posting clock at the poll before this one. Only the posting since that earlier
+    /// poll can have hidden an answer: one that had come before it would have been read
+    /// there ([`PollerPacing::posting`]).
+    pub(super) fn cq_polled(&mut self, found: bool) -> Option<Seen> {
+        let before = std::mem::replace(&mut self.polled, self.posting);
+        (self.paced > 0 && found).then(|| Seen {
+            at: Instant::now(),
+            posting: self.posting,
+            posting_before: before,
+        })
     }
 
     /// Before a send-side post call: its start, when a queue is paced.
@@ -109,9 +142,15 @@ impl PollerPacing {
     /// rxe runs a user queue pair's packet work inside the call, and over its loopback the
     /// peer's too: in the lab's one guest, posting a 128 KiB RDMA READ returns after the whole
     /// read response was built and taken in (3.0-3.5 ms). A probe's answer that arrives
-    /// meanwhile is seen only after the call, so the time spent posting between a probe's post
-    /// and the poll that saw its answer is the poller's own, not the path's
-    /// ([`raidline_cc::netrtt::NetRtt::probe_answered_local`]).
+    /// meanwhile is seen only after the call, so the time spent posting between the poll
+    /// before the one that saw its answer (or the probe's post, if later) and that poll is
+    /// the poller's own, not the path's
+    /// ([`raidline_cc::netrtt::NetRtt::probe_answered_local`]). Posting before that earlier
+    /// poll hid nothing: the answer had not come. Taking it off as well (all the posting
+    /// since the probe went) removed the bottleneck's queue from the samples in the lab's two
+    /// guests, where the poller spends most of a loaded pass inside post calls: raw RTTs of
+    /// 32-67 ms with nothing ahead came out as 3-6 ms net (`raidline::cc` trace, 2026-12-07)
+    /// while the tbf held 20-50 ms.
     pub(super) fn posting(&self) -> Nanos {
         self.posting
     }
@@ -213,13 +252,16 @@ impl<F: Fabric> Poller<F> {
     /// ([`Poller::stamp_poll`]), else now.
     fn wc_now(&self) -> Nanos {
         self.wc_at
-            .map_or_else(|| self.pace.now(), |(t, _)| self.pace.at(t))
+            .map_or_else(|| self.pace.now(), |seen| self.pace.at(seen.at))
     }
 
-    /// The posting clock when the completion being handled was seen.
-    fn wc_posting(&self) -> Nanos {
+    /// The posting clock when the completion being handled was seen, and at the poll before
+    /// (with no stamp: now, and at the latest poll).
+    fn wc_posting(&self) -> (Nanos, Nanos) {
         self.wc_at
-            .map_or_else(|| self.pace.posting(), |(_, posting)| posting)
+            .map_or((self.pace.posting, self.pace.polled), |seen| {
+                (seen.posting, seen.posting_before)
+            })
     }
 
     fn note_due(&mut self, t: Nanos) {
@@ -421,7 +463,8 @@ impl<F: Fabric> Poller<F> {
     pub(super) fn probe_answered(&mut self, q: &mut Queue<F>, seq: ProbeSeq, sent_ns: u64) {
         if let Some(p) = q.pacing.pacer.as_mut() {
             let now = self.wc_now();
-            let local = self.wc_posting().saturating_sub(p.probe_posting());
+            let (posting, before) = self.wc_posting();
+            let local = hidden_posting(posting, before, p.probe_posting());
             p.on_probe_answer_local(q.setup.qid, now, seq, Nanos(sent_ns), local);
             q.pacing.wake_at(now);
             self.note_due(now);
@@ -607,5 +650,46 @@ impl<F: Fabric> Poller<F> {
                 p.publish(s);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_posting_since_the_poll_before_can_hide_an_answer() {
+        let mut pace = PollerPacing::new();
+        // Nothing paced: no stamp, though the clock of the poll moves on.
+        assert!(pace.cq_polled(true).is_none());
+        pace.paced = 1;
+        // The probe goes at 1 ms of posting; a poll then finds nothing.
+        pace.posting = Nanos::from_ms(1);
+        let probe = pace.posting;
+        assert!(pace.cq_polled(false).is_none());
+        // 30 ms inside post calls (the lab's loaded pass), a poll finds nothing: the answer
+        // had not come, so that time was the path's.
+        pace.posting = Nanos::from_ms(31);
+        assert!(pace.cq_polled(false).is_none());
+        // 4 ms more, and the next poll reads the answer: only those 4 ms can have hidden it.
+        pace.posting = Nanos::from_ms(35);
+        let seen = pace.cq_polled(true).expect("stamped");
+        assert_eq!(seen.posting, Nanos::from_ms(35));
+        assert_eq!(seen.posting_before, Nanos::from_ms(31));
+        assert_eq!(
+            hidden_posting(seen.posting, seen.posting_before, probe),
+            Nanos::from_ms(4)
+        );
+        // A probe posted after the poll before: only the posting since its own post counts.
+        assert_eq!(
+            hidden_posting(seen.posting, seen.posting_before, Nanos::from_ms(33)),
+            Nanos::from_ms(2)
+        );
+        // A poll with nothing posted since: nothing hidden.
+        let seen = pace.cq_polled(true).expect("stamped");
+        assert_eq!(
+            hidden_posting(seen.posting, seen.posting_before, probe),
+            Nanos::ZERO
+        );
     }
 }
