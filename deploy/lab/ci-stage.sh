@@ -116,9 +116,11 @@ for f in "$lab"/checks/*.sh; do
     record "$name" "FAIL (lab-before command failed)" $((SECONDS - t))
     continue
   fi
+  # The check's output goes to the log as it runs and to $stage/$name.out, from which the
+  # summary quotes a failed check's verdict lines (CI keeps only the log's tail).
   rc=0
   "$lab/run" --name "$name" --results "$stage/$name" "${fio_env[@]}" --timeout "$limit" "${opts[@]}" \
-    -- bash "${f#"$root"/}" || rc=$?
+    -- bash "${f#"$root"/}" 2>&1 | tee "$stage/$name.out" || rc=${PIPESTATUS[0]}
   case "$rc" in
     0) record "$name" PASS $((SECONDS - t)) ;;
     124) record "$name" "FAIL (timed out)" $((SECONDS - t)) ;;
@@ -136,4 +138,14 @@ if compgen -G "$stage/*/fio-table.txt" > /dev/null; then
   bash -c '. "$1/guest/lib.sh"; lab_fio_header' _ "$lab" | sed 's/^/  /'
   cat "$stage"/*/fio-table.txt | sed 's/^/  /'
 fi
+# Why each failed check failed, last, where CI's tail shows it: its lines that say FAIL, NOT MET,
+# error or timed out (the check's own verdicts and the lab's), the last 12 of them.
+for i in "${!names[@]}"; do
+  [ "${verdicts[$i]}" = PASS ] && continue
+  out=$stage/${names[$i]}.out
+  [ -f "$out" ] || continue
+  echo
+  echo "why ${names[$i]} failed (from ${out#"$root"/}):"
+  grep -a -E 'FAIL|NOT MET|[Ee]rror|TIMED OUT|timed out|panicked' "$out" | grep -v -- '--- lab: ' | tail -n 12 | cut -c1-300 | sed 's/^/  /' || true
+done
 if [ "$failed" = 0 ]; then echo "lab stage: PASS"; else echo "lab stage: FAIL"; exit 1; fi
