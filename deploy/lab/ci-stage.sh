@@ -146,6 +146,6 @@ for i in "${!names[@]}"; do
   [ -f "$out" ] || continue
   echo
   echo "why ${names[$i]} failed (from ${out#"$root"/}):"
-  grep -a -E 'FAIL|NOT MET|[Ee]rror|TIMED OUT|timed out|panicked' "$out" | grep -v -- '--- lab: ' | tail -n 12 | cut -c1-300 | sed 's/^/  /' || true
+  grep -a -E 'FAIL|NOT MET|[Ee]rror:|syntax error|TIMED OUT|timed out|panicked' "$out" | grep -v -- '--- lab: ' | tail -n 12 | cut -c1-300 | sed 's/^/  /' || true
 done
 if [ "$failed" = 0 ]; then echo "lab stage: PASS"; else echo "lab stage: FAIL"; exit 1; fi
