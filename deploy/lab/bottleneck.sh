@@ -32,10 +32,11 @@
 # it prints, PASS or NOT MET, issue 17 item 3's control bounds: retransmits ~ 0 (no gap at
 # the host, no sequence error, at most 3 retries of rxe's never-cancelled retransmit timer a
 # phase), the queue's median within 3x the law's target (its `target` column: ms above the
-# base RTT at the mean per-QP rate, from `raidline cc show`), and its p99 below off's. BN_CHECK=issue17 exits 1 on those as well. The queue is
-# the tbf's own (tbf50, tbf99: its backlog / rate, sampled about 10 times a second by the
-# serving side while fio runs): a ping's RTT also carries both TCG guests' scheduling, which
-# on a loaded host adds tens of ms with the tbf all but empty.
+# base RTT at the mean per-QP rate, from `raidline cc show`), and its p99 below off's.
+# BN_CHECK=issue17 exits 1 on those as well. The queue is the tbf's own (tbf50, tbf99: its
+# backlog / rate, sampled about 10 times a second by the serving side while fio runs): a
+# ping's RTT also carries both TCG guests' scheduling, which on a loaded host adds tens of ms
+# with the tbf all but empty.
 # BN_PCAP=1 captures the RoCE and ICMP headers on the serving side (tcpdump, after the tbf) in
 # $LAB_RUN/bottleneck/target.pcap: where a probe waited (before the qdisc, in it, or for its
 # acknowledgement) and which packets rxe sent twice.

@@ -282,19 +282,15 @@ impl<F: Fabric> Poller<F> {
             // them read more early, those go next pass, still ahead of the queue's.
             let early = self.handle_early();
             work += early;
-            let polled = if self.early.is_empty() {
-                self.cq.poll(&mut wcs, 64)
-            } else {
-                Ok(0)
-            };
             // A paced queue's completions are timed at this poll, not when their turn comes
             // in the batch: handling the ones before (a write task's parity, a post whose
             // packet work rxe does in the call) took milliseconds in the lab's guests, and a
             // probe's answer behind them read that as network delay.
-            let polled_at = if self.early.is_empty() {
-                self.pace.cq_polled(!wcs.is_empty())
+            let (polled, polled_at) = if self.early.is_empty() {
+                let polled = self.cq.poll(&mut wcs, 64);
+                (polled, self.pace.cq_polled(!wcs.is_empty()))
             } else {
-                None
+                (Ok(0), None)
             };
             self.phases.mark(Phase::CqPoll);
             let traced = tracing::enabled!(target: "raidline::poll", tracing::Level::TRACE);
