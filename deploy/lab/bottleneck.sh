@@ -19,24 +19,23 @@
 # the parameters BN_PARAMS_<label> where they are set (a change measured before and after in
 # the same run).
 #
-# Per phase it prints: throughput, ping p50/p99 unloaded and under load, how many pings went
-# above 30 ms and the largest of each second, the bytes each I/O queue pair moved (raidline
-# status) and their Jain index, rxe's retransmit and sequence-error counters on both sides, and
-# the tbf's drops and backlog; then an off/on table. Its host_dup
-# column (duplicates the host received) tells retries of what had arrived from losses
-# (host_oos: requests after a gap): rxe never cancels a QP's retransmit timer, so it fires one
-# ACK timeout after it was armed and retries whatever is outstanding, lost or not. With
-# BN_CHECK=1 (deploy/lab/checks/56-bottleneck.sh) it exits 1 when off's ping does not rise
-# >= 10x (no bottleneck to judge), or a law costs throughput (< 0.9 x off), starves a queue
-# pair (Jain < 0.9), makes the tbf drop or leaves its queue's median above 0.85 x off's; and
-# it prints, PASS or NOT MET, issue 17 item 3's control bounds: retransmits ~ 0 (no gap at
-# the host, no sequence error, at most 3 retries of rxe's never-cancelled retransmit timer a
-# phase), the queue's median within 3x the law's target (its `target` column: ms above the
-# base RTT at the mean per-QP rate, from `raidline cc show`), and its p99 below off's.
-# BN_CHECK=issue17 exits 1 on those as well. The queue is the tbf's own (tbf50, tbf99: its
-# backlog / rate, sampled about 10 times a second by the serving side while fio runs): a
-# ping's RTT also carries both TCG guests' scheduling, which on a loaded host adds tens of ms
-# with the tbf all but empty.
+# Per phase it prints: throughput, ping p50/p99 unloaded and under load, how many pings went above
+# 30 ms and the largest of each second, the bytes each I/O queue pair moved (raidline status) and
+# their Jain index, rxe's retransmit and sequence-error counters on both sides, and the tbf's drops
+# and backlog; then an off/on table. Its host_dup column (duplicates the host received) tells
+# retries of what had arrived from losses (host_oos: requests after a gap): rxe never cancels a QP's
+# retransmit timer, so it fires one ACK timeout after it was armed and retries whatever is
+# outstanding, lost or not. With BN_CHECK=1 (deploy/lab/checks/56-bottleneck.sh) it exits 1 when off
+# does not fill the tbf (its queue's median under 15 ms: no bottleneck to judge), or a law costs
+# throughput (< 0.9 x off), starves a queue pair (Jain < 0.9), makes the tbf drop or leaves its
+# queue's median above 0.85 x off's; and it prints, PASS or NOT MET, issue 17 item 3's control
+# bounds: retransmits ~ 0 (no gap at the host, no sequence error, at most 3 retries of rxe's
+# never-cancelled retransmit timer a phase), the queue's median within 3x the law's target (its
+# `target` column: ms above the base RTT at the mean per-QP rate, from `raidline cc show`), and its
+# p99 below off's. BN_CHECK=issue17 exits 1 on those as well. The queue is the tbf's own (tbf50,
+# tbf99: its backlog / rate, sampled about 10 times a second by the serving side while fio runs): a
+# ping's RTT also carries both TCG guests' scheduling, which on a loaded host adds tens of ms with
+# the tbf all but empty.
 # BN_PCAP=1 captures the RoCE and ICMP headers on the serving side (tcpdump, after the tbf) in
 # $LAB_RUN/bottleneck/target.pcap: where a probe waited (before the qdisc, in it, or for its
 # acknowledgement) and which packets rxe sent twice.
@@ -307,13 +306,25 @@ def agg(name):
             "drop": total(12), "target": sum(t) / len(t) if t else None,
             "q50": mean(14), "q99": mean(15)}
 off = agg("off")
-ok = off["p50"] >= 10 * off["i50"]
-print(f"off ({off['n']} phases): ping p50 {off['p50']:.1f} ms vs idle {off['i50']:.2f} ms: "
-      f"{'rises >= 10x' if ok else 'does NOT rise 10x'}; the tbf's queue p50 / p99 "
-      f"{off['q50']:.1f} / {off['q99']:.1f} ms; rxe retransmits {off['retr']}, sequence errors "
-      f"{off['seq']}, host gaps {off['oos']}, tbf drops {off['drop']}")
+print(f"off ({off['n']} phases): ping p50 {off['p50']:.1f} ms vs idle {off['i50']:.2f} ms; the "
+      f"tbf's queue p50 / p99 {off['q50']:.1f} / {off['q99']:.1f} ms; rxe retransmits "
+      f"{off['retr']}, sequence errors {off['seq']}, host gaps {off['oos']}, tbf drops "
+      f"{off['drop']}")
+# There is a bottleneck to judge: off fills the tbf's queue. Judged on the tbf's own backlog,
+# not the ping's rise: an idle ping across two TCG guests is their scheduling (2-3.7 ms on an
+# idle host, 6.3 ms with the host loaded, where off's ping rose 10.0x with the tbf's queue at
+# 23.7 ms; CI's run of 2026-12-07 19:30 exited 1 with no gate saying FAIL, the 10x rise then
+# being the one gate that printed no verdict). 15 ms is a 75 KB backlog at 40 Mbit/s and 2.4x
+# the law's 6.3 ms target.
+ok = off["q50"] >= 15
+print(f"off: the tbf's queue fills, p50 {off['q50']:.1f} ms >= 15: {'PASS' if ok else 'FAIL'}")
 strict = sys.argv[2] == "issue17"
-bars_met = True
+# Issue 17 item 3's "the ping RTT across it rises by >= 10x" with off: printed, gating only
+# with BN_CHECK=issue17 (above: the idle ping is the guests' scheduling).
+rise = off["p50"] >= 10 * off["i50"]
+print(f"off: issue 17 item 3: ping p50 {off['p50']:.1f} ms >= 10 x idle {off['i50']:.2f}: "
+      f"{'PASS' if rise else 'NOT MET'}")
+bars_met = rise
 for name in names:
     if name == "off":
         continue
