@@ -9,8 +9,9 @@
 #   env: PACING_MB_S (default 2: MB/s, well below what one queue pair moves in the TCG guest,
 #        ~9 MB/s with a busy loop on one of the host's 2 cores, ~6-12 MB/s without: at 4 MB/s
 #        on that loaded host fio got 3.71 MB/s, and 3.80 in CI's run of 2026-12-07; 2 MB/s got
-#        1.99. Why the pacer falls short there is not traced yet; a lead: its idle bank, 10 ms
-#        at the rate, keeps no tokens across a spell with no response waiting),
+#        1.99. Why the pacer falls short there is not traced yet; the lead: a guest stalled
+#        longer than the bucket holds (256 KiB: 64 ms at 4 MB/s, 128 ms at 2) loses what it
+#        would have earned beyond it, by design, and a loaded TCG guest stalls for tens of ms),
 #        PACING_SECS (default 10), PACING_TOL_PCT (default 5)
 # Exit status 0 when both runs land within the tolerance, 1 otherwise.
 set -euo pipefail
