@@ -29,10 +29,10 @@
 # does not fill the tbf (its queue's median under 15 ms: no bottleneck to judge), or a law's
 # throughput falls under 0.8 x off, a queue pair starves (Jain < 0.8), the tbf drops or the law
 # leaves its queue's median above 0.85 x off's; and it prints, PASS or NOT MET, issue 17 item 3's
-# bounds: throughput >= 0.9 x off, Jain >= 0.9, retransmits ~ 0 (no gap at the host, no sequence error, at most 3 retries of rxe's
-# never-cancelled retransmit timer a phase), the queue's median within 3x the law's target (its
-# `target` column: ms above the base RTT at the mean per-QP rate, from `raidline cc show`), and its
-# p99 below off's. BN_CHECK=issue17 exits 1 on those as well. The queue is the tbf's own (tbf50,
+# bounds: throughput >= 0.9 x off, Jain >= 0.9, retransmits ~ 0 (no gap at the host, no sequence
+# error, at most 3 retries of rxe's never-cancelled retransmit timer a phase), the queue's median
+# within 3x the law's target (its `target` column: ms above the base RTT at the mean per-QP rate,
+# from `raidline cc show`), and its p99 below off's. BN_CHECK=issue17 exits 1 on those as well. The queue is the tbf's own (tbf50,
 # tbf99: its backlog / rate, sampled about 10 times a second by the serving side while fio runs): a
 # ping's RTT also carries both TCG guests' scheduling, which on a loaded host adds tens of ms with
 # the tbf all but empty.
