@@ -484,9 +484,11 @@ impl RttAimd {
             // `cut_headroom`: a rate far above what the flow sent (the path, not the pacer,
             // held it) is cut from what was sent, so the cut binds now rather than after the
             // several updates that first bring the rate down to what the path carries.
-            let sent = self.sent_rate(s, now);
-            if p.at(CUT_HEADROOM) > 0.0 && sent > 0.0 {
-                s.rate = s.rate.min(p.at(CUT_HEADROOM) * sent);
+            if p.at(CUT_HEADROOM) > 0.0 {
+                let sent = self.sent_rate(s, now);
+                if sent > 0.0 {
+                    s.rate = s.rate.min(p.at(CUT_HEADROOM) * sent);
+                }
             }
             s.rate *= 1.0 - cut;
             s.stage = 0;
